@@ -1,0 +1,93 @@
+/* vramkit/config.h - the option table.
+ *
+ * Every option is described once, in VRAM_OPTIONS below; each is readable from
+ * the environment as VRAM_<NAME> (VRAM_GRANULARITY=4MiB), can be overridden by
+ * vram_config_set(), and `vramkit config` prints every value with where it came
+ * from. Sizes accept plain bytes or a K/M/G/T suffix (powers of 1024, "MiB"
+ * and "M" alike). */
+#ifndef VRAMKIT_CONFIG_H
+#define VRAMKIT_CONFIG_H
+
+#include <stdint.h>
+
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(NAME, field, TYPE, default, help); TYPE is one of SIZE, DOUBLE, STRING,
+ * or a CHOICE list "a|b|c" given as the 4th argument of CHOICE options. */
+#define VRAM_OPTIONS(X)                                                        \
+    X(LOG_LEVEL, log_level, CHOICE, "warn", "error|warn|info|debug",           \
+      "least severe level the library logs")                                   \
+    X(BACKEND, backend, CHOICE, "sim", "sim|host",                             \
+      "where pools take their bytes by default")                               \
+    X(POLICY, policy, CHOICE, "vmm", "vmm|segments",                           \
+      "placement policy of new pools")                                         \
+    X(ALIGNMENT, alignment, SIZE, "256", "",                                   \
+      "alignment of every block (a power of two)")                             \
+    X(GRANULARITY, granularity, SIZE, "2MiB", "",                              \
+      "vmm: unit in which physical memory is mapped")                          \
+    X(CAPACITY, capacity, SIZE, "140GiB", "",                                  \
+      "sim and host: bytes of device memory the backend can hand out")         \
+    X(RETAIN_MIN, retain_min, SIZE, "4MiB", "",                                \
+      "vmm: free mapped memory always kept mapped (hysteresis)")               \
+    X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.01", "",                          \
+      "vmm: free mapped memory kept, as a fraction of the peak live bytes")    \
+    X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
+      "requests up to this size are packed apart from large ones")             \
+    X(LARGE_ROUND, large_round, SIZE, "64KiB", "",                             \
+      "vmm: larger requests are rounded up to a multiple of this")             \
+    X(SEGMENT_SMALL, segment_small, SIZE, "2MiB", "",                          \
+      "segments: segment size for small requests")                             \
+    X(SEGMENT_MEDIUM, segment_medium, SIZE, "20MiB", "",                       \
+      "segments: segment size for requests up to 10 MiB")                      \
+    X(TRACE, trace, STRING, "", "",                                            \
+      "write every pool event to this RMM-format trace (gzip if it ends .gz)")
+
+/* The resolved values. CHOICE options hold the index into their list. */
+typedef struct vram_config {
+#define VRAM_CONFIG_FIELD_SIZE uint64_t
+#define VRAM_CONFIG_FIELD_DOUBLE double
+#define VRAM_CONFIG_FIELD_STRING const char *
+#define VRAM_CONFIG_FIELD_CHOICE int
+#define VRAM_CONFIG_FIELD(NAME, field, TYPE, def, choices, help)               \
+    VRAM_CONFIG_FIELD_##TYPE field;
+    VRAM_OPTIONS(VRAM_CONFIG_FIELD)
+#undef VRAM_CONFIG_FIELD
+} vram_config;
+
+/* Where a value came from. */
+typedef enum vram_config_source {
+    VRAM_CONFIG_DEFAULT,
+    VRAM_CONFIG_ENV,
+    VRAM_CONFIG_SET,
+} vram_config_source;
+
+/* Read the environment (once; later calls return the first result). Returns 0
+ * or VRAM_EINVAL naming the variable and the bad value; an option whose
+ * variable is malformed keeps its default. */
+int vram_config_load(void);
+
+/* The current values (loads the environment on first use). The pointer stays
+ * valid for the life of the process. */
+const vram_config *vram_config_get(void);
+
+/* Override an option by name ("granularity" or "GRANULARITY") with a value in
+ * the same syntax as the environment. Returns 0, or VRAM_EINVAL for an unknown
+ * name or a malformed value (nothing changes then). Meant for start-up and
+ * tools: not synchronised with threads reading the configuration. */
+int vram_config_set(const char *name, const char *value);
+
+/* Forget overrides and re-read the environment (tests). */
+void vram_config_reset(void);
+
+/* Print every option: name, value, source, help; as a table or, with json
+ * non-zero, a JSON object. Returns 0 or the writer's error. */
+int vram_config_print(vram_write_fn write, void *ctx, int json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,53 @@
+/* vramkit/error.h - the one error channel of the library.
+ *
+ * Every function that can fail returns 0 or a negative VRAM_E* code. The codes
+ * come from the X-macro table below, which also generates vram_strerror() and
+ * vram_err_name(). The human sentence with the numbers of the last failure on
+ * the calling thread is kept by vram_last_error(). */
+#ifndef VRAMKIT_ERROR_H
+#define VRAMKIT_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, value, description) */
+#define VRAM_ERRORS(X)                                                         \
+    X(OK, 0, "success")                                                        \
+    X(EINVAL, -1, "invalid argument")                                          \
+    X(ENOMEM, -2, "out of device memory")                                      \
+    X(EBUDGET, -3, "owner budget exceeded")                                    \
+    X(EBUSY, -4, "object still in use")                                        \
+    X(ENOTALLOC, -5, "pointer not allocated by this pool")                     \
+    X(EBACKEND, -6, "backend call failed")                                     \
+    X(EPARSE, -7, "malformed input")                                           \
+    X(EIO, -8, "input/output error")                                           \
+    X(ENOSYS, -9, "not supported")                                             \
+    X(EHOSTMEM, -10, "out of host memory")                                     \
+    X(ELIMIT, -11, "limit reached")
+
+enum {
+#define VRAM_ERROR_ENUM(name, value, text) VRAM_##name = (value),
+    VRAM_ERRORS(VRAM_ERROR_ENUM)
+#undef VRAM_ERROR_ENUM
+};
+
+/* The description of an error code ("owner budget exceeded"); never NULL. */
+const char *vram_strerror(int code);
+
+/* The symbolic name of an error code ("VRAM_EBUDGET"); never NULL. */
+const char *vram_err_name(int code);
+
+/* The sentence describing the last failure on this thread, with its numbers,
+ * e.g. `budget of owner "cam07" exceeded: requested 24.0 MiB, live 230.1 of
+ * 256.0 MiB`. Empty when nothing failed yet. Valid until the next failing call
+ * on the same thread. */
+const char *vram_last_error(void);
+
+/* Forget the last error of this thread. */
+void vram_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

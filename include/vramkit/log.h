@@ -1,0 +1,31 @@
+/* vramkit/log.h - where the library's log lines go. By default lines at or
+ * above the VRAM_LOG_LEVEL option go to standard error, prefixed "vramkit:". */
+#ifndef VRAMKIT_LOG_H
+#define VRAMKIT_LOG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum vram_log_level {
+    VRAM_LOG_ERROR = 0,
+    VRAM_LOG_WARN = 1,
+    VRAM_LOG_INFO = 2,
+    VRAM_LOG_DEBUG = 3,
+} vram_log_level;
+
+/* Receives each log line (without a trailing newline). */
+typedef void (*vram_log_fn)(void *ctx, vram_log_level level, const char *line);
+
+/* Send log lines to `fn` instead of standard error; NULL restores the default.
+ * Lines below the configured level are not produced at all. Set it at start-up:
+ * changing it while other threads log is not synchronised. */
+void vram_log_set_handler(vram_log_fn fn, void *ctx);
+
+/* The name of a level ("warn"). */
+const char *vram_log_level_name(vram_log_level level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,160 @@
+/* vramkit/pool.h - the governed pool: stream-ordered allocation with owners,
+ * kinds, budgets, statistics, trim and snapshots. Thread-safe: every call may
+ * come from any thread.
+ *
+ * Policies:
+ *  - VRAM_POLICY_VMM (default): one reserved virtual range per size class
+ *    (small requests apart from large ones), backed by physical memory mapped
+ *    at the granularity where blocks live. Free granules stay mapped up to a
+ *    retention limit (hysteresis), then are unmapped oldest first. Physical
+ *    pages can back any address, so free space never strands inside a segment.
+ *  - VRAM_POLICY_SEGMENTS: segments from the backend (2 MiB for small
+ *    requests, 20 MiB for medium ones, the request rounded up to 2 MiB for
+ *    large ones), split and coalesced within a segment, as PyTorch's caching
+ *    allocator does. Free segments return to the backend on trim and when the
+ *    backend runs out of memory.
+ *
+ * Stream order: vram_pool_free(pool, ptr, s) makes the block reusable at once
+ * by later work on stream s, and by other streams only once an event recorded
+ * at the free has completed. Backends with real events (CUDA) record one at
+ * each cross-stream-visible free and query it lazily, waiting only when memory
+ * is short. On backends without events (sim, host) completion is modelled
+ * conservatively: the event of a free on stream s completes when s issues its
+ * next operation on this pool (an allocation or a free); until then the block
+ * is reusable by s alone. An allocation never waits on a modelled event;
+ * vram_pool_trim() and vram_pool_destroy() treat all of them as complete. */
+#ifndef VRAMKIT_POOL_H
+#define VRAMKIT_POOL_H
+
+#include <stdint.h>
+
+#include "vramkit/backend.h"
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_pool vram_pool;
+
+typedef enum vram_policy {
+    VRAM_POLICY_VMM = 0,
+    VRAM_POLICY_SEGMENTS = 1,
+} vram_policy;
+
+/* What an allocation is for. X(NAME, name) */
+#define VRAM_KINDS(X)                                                          \
+    X(WEIGHTS, weights)                                                        \
+    X(ACTIVATIONS, activations)                                                \
+    X(IO, io)                                                                  \
+    X(FRAMES, frames)                                                          \
+    X(WORKSPACE, workspace)                                                    \
+    X(DECODER, decoder)                                                        \
+    X(OTHER, other)
+
+typedef enum vram_kind {
+#define VRAM_KIND_ENUM(NAME, name) VRAM_KIND_##NAME,
+    VRAM_KINDS(VRAM_KIND_ENUM)
+#undef VRAM_KIND_ENUM
+    VRAM_KIND_COUNT
+} vram_kind;
+
+/* Who an allocation belongs to: a video stream, a model, the service. Owner 0
+ * is every pool's "default" owner, without a budget. */
+typedef uint32_t vram_owner;
+#define VRAM_OWNER_DEFAULT 0u
+#define VRAM_OWNERS_MAX 4096u
+
+typedef struct vram_pool_opts {
+    const char *name;       /* in messages, snapshots and metrics; "pool" if NULL */
+    vram_backend *backend;  /* NULL: the pool creates one from VRAM_BACKEND and owns it */
+    vram_policy policy;
+    uint64_t alignment;     /* power of two, >= 256 recommended */
+    uint64_t granularity;   /* vmm mapping unit; 0: the backend's */
+    uint64_t retain_min;    /* vmm: free mapped bytes always kept */
+    double retain_ratio;    /* vmm: free mapped bytes kept, fraction of peak live */
+    uint64_t small_size;    /* requests up to this are packed apart */
+    uint64_t large_round;   /* vmm: larger requests are rounded up to a multiple of
+                               this, so that the hole a slowly growing tensor leaves
+                               fits its successor (power of two; 0: alignment) */
+    uint64_t segment_small; /* segments policy: segment for small requests */
+    uint64_t segment_medium; /* segments policy: segment for requests < 10 MiB */
+    const char *trace_path; /* write every event here (RMM format); NULL/"": none */
+} vram_pool_opts;
+
+/* Fill `opts` from the configuration (VRAM_* environment and overrides).
+ * Returns 0 or VRAM_EINVAL when an environment variable is malformed (opts
+ * then hold the defaults for it). */
+int vram_pool_opts_init(vram_pool_opts *opts);
+
+/* Create a pool. opts may be NULL (configuration values). On error *out is
+ * NULL and nothing is leaked. The pool keeps its own copies of strings. */
+int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
+
+/* Destroy a pool and give everything back to the backend. Refuses with
+ * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
+ * how many and their bytes. NULL is accepted. */
+int vram_pool_destroy(vram_pool *pool);
+
+/* Register an owner; budget 0 means none. Names are unique per pool: creating
+ * an existing name returns VRAM_EINVAL. VRAM_ELIMIT past VRAM_OWNERS_MAX. */
+int vram_owner_create(vram_pool *pool, const char *name, uint64_t budget, vram_owner *out);
+
+/* Look an owner up by name; VRAM_EINVAL if there is none. */
+int vram_owner_find(vram_pool *pool, const char *name, vram_owner *out);
+
+/* Change an owner's budget (0: none). Lowering it below the owner's live
+ * bytes is allowed: its next requests fail until it frees enough. */
+int vram_owner_set_budget(vram_pool *pool, vram_owner owner, uint64_t budget);
+
+/* Name of an owner, or NULL for an unknown id. Valid while the pool lives. */
+const char *vram_owner_name(vram_pool *pool, vram_owner owner);
+
+/* Allocate `size` bytes (> 0) for `owner`, of `kind`, to be used on `stream`.
+ * Errors: VRAM_EINVAL (size 0, unknown owner or kind), VRAM_EBUDGET (this
+ * owner's budget would be exceeded: only this owner's request fails),
+ * VRAM_ENOMEM (the backend has no more memory even after returning free
+ * memory), VRAM_EHOSTMEM (block descriptors). *ptr is NULL on error, and
+ * vram_last_error() holds the sentence with the numbers. */
+int vram_pool_alloc(vram_pool *pool, uint64_t size, vram_owner owner, vram_kind kind,
+                    vram_stream stream, void **ptr);
+
+/* Free a block after the work queued on `stream` that uses it. NULL is a
+ * no-op. VRAM_ENOTALLOC for a pointer this pool did not hand out or freed
+ * already (a double free): nothing changes then. */
+int vram_pool_free(vram_pool *pool, void *ptr, vram_stream stream);
+
+/* Size and owner of a live block. VRAM_ENOTALLOC when ptr is not live. */
+typedef struct vram_block_info {
+    uint64_t size;      /* bytes reserved for it (aligned) */
+    uint64_t requested; /* bytes asked for */
+    vram_owner owner;
+    vram_kind kind;
+    vram_stream stream;
+} vram_block_info;
+int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_info *out);
+
+/* Return every free byte the backend can take back (free segments, free
+ * mapped granules). A trim synchronises first, as emptying PyTorch's cache
+ * does: it waits for the events of pending frees (on backends without events
+ * it takes every stream's earlier work as complete), so after the work on
+ * all streams is finished, freeing everything and trimming leaves nothing
+ * reserved. *released (may be NULL) gets the bytes returned. Errors of the
+ * backend are reported; what could not be returned stays in the pool. */
+int vram_pool_trim(vram_pool *pool, uint64_t *released);
+
+/* The pool's name, policy and backend. */
+const char *vram_pool_name(const vram_pool *pool);
+vram_policy vram_pool_policy(const vram_pool *pool);
+vram_backend *vram_pool_backend(const vram_pool *pool);
+
+const char *vram_kind_name(vram_kind kind);
+/* Parse a kind name; VRAM_EINVAL if unknown. */
+int vram_kind_parse(const char *name, vram_kind *out);
+const char *vram_policy_name(vram_policy policy);
+int vram_policy_parse(const char *name, vram_policy *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/* vramkit/replay.h - replay an allocation trace through a pool and measure
+ * what it holds and what its bookkeeping costs, side by side with glibc
+ * malloc/free replaying the same events in the same run. */
+#ifndef VRAMKIT_REPLAY_H
+#define VRAMKIT_REPLAY_H
+
+#include <stdint.h>
+
+#include "vramkit/pool.h"
+#include "vramkit/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_replay_opts {
+    vram_pool_opts pool;   /* policy, granularity, retention... (backend: see below) */
+    const char *backend;   /* built-in backend name; NULL: "sim" */
+    uint64_t capacity;     /* backend capacity; 0: VRAM_CAPACITY */
+    unsigned timing_runs;  /* timed repetitions of each side (median kept); 0: 5 */
+    int skip_malloc;       /* do not time glibc malloc */
+} vram_replay_opts;
+
+typedef struct vram_replay_result {
+    uint64_t events;          /* rows of the trace */
+    uint64_t allocs, frees;
+    uint64_t peak_live_bytes; /* pool's peak live (as requested) */
+    uint64_t peak_reserved_bytes;
+    double reserved_ratio;    /* peak reserved / peak live */
+    double fragmentation_at_peak; /* at the moment reserved peaked */
+    /* The most bytes live or freed but not yet reusable under the stream
+     * model (pending) at once: no policy can hold less than this. */
+    uint64_t peak_live_pending_bytes;
+    double floor_ratio;       /* peak_live_pending_bytes / peak_live_bytes */
+    uint64_t backend_calls;   /* in the first (measured) run */
+    uint64_t failed_allocs;   /* requests the pool refused */
+    double ns_per_op;         /* host ns per event, median of timing_runs */
+    double malloc_ns_per_op;  /* the same for glibc malloc/free; 0 if skipped */
+    /* The first refused request, if any. */
+    uint32_t first_failure_line;
+    uint64_t first_failure_size;
+    char first_failure[512];
+} vram_replay_result;
+
+/* Fill opts with the configuration's values. */
+int vram_replay_opts_init(vram_replay_opts *opts);
+
+/* Replay `trace`. Refused allocations are counted (and their frees skipped);
+ * the replay continues. Errors (VRAM_EINVAL, VRAM_EHOSTMEM, backend creation)
+ * stop it; a full device does not. */
+int vram_replay_run(const vram_trace *trace, const vram_replay_opts *opts, vram_replay_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

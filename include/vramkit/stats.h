@@ -1,0 +1,95 @@
+/* vramkit/stats.h - statistics of a pool, its owners and its kinds, and the
+ * JSON snapshot of its blocks.
+ *
+ * One X-macro list per record generates the struct, the text table, the JSON
+ * and the Prometheus names (vram_pool_<field>), so they never disagree. The
+ * printing functions write through a caller-supplied vram_write_fn. */
+#ifndef VRAMKIT_STATS_H
+#define VRAMKIT_STATS_H
+
+#include <stdint.h>
+
+#include "vramkit/pool.h"
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(field, type, help); type is U64 or F64. Field names carry their unit. */
+#define VRAM_POOL_STATS(X)                                                             \
+    X(live_bytes, U64, "bytes in live blocks, as requested")                           \
+    X(peak_live_bytes, U64, "most live bytes so far")                                  \
+    X(allocated_bytes, U64, "bytes of live blocks after alignment")                    \
+    X(reserved_bytes, U64, "bytes held from the backend")                              \
+    X(peak_reserved_bytes, U64, "most reserved bytes so far")                          \
+    X(free_bytes, U64, "reserved bytes in no live block")                              \
+    X(largest_free_bytes, U64, "largest free run of reserved memory")                  \
+    X(fragmentation_ratio, F64, "1 - largest free / free (0 when nothing is free)")    \
+    X(pending_bytes, U64, "freed bytes waiting for their stream's event")              \
+    X(live_blocks, U64, "blocks allocated and not freed")                              \
+    X(allocs_total, U64, "successful allocations")                                     \
+    X(frees_total, U64, "frees")                                                       \
+    X(failed_allocs_total, U64, "allocations refused (budget or memory)")              \
+    X(budget_failures_total, U64, "allocations refused by an owner's budget")          \
+    X(backend_calls_total, U64, "calls into the backend")                              \
+    X(backend_failures_total, U64, "backend calls that failed")                        \
+    X(event_waits_total, U64, "waits for a stream event under memory pressure")        \
+    X(trims_total, U64, "trims, asked for or forced by memory pressure")
+
+/* Per owner and per kind. */
+#define VRAM_USAGE_STATS(X)                                                            \
+    X(live_bytes, U64, "bytes in live blocks, as requested")                           \
+    X(peak_live_bytes, U64, "most live bytes so far")                                  \
+    X(live_blocks, U64, "blocks allocated and not freed")                              \
+    X(allocs_total, U64, "successful allocations")                                     \
+    X(frees_total, U64, "frees")                                                       \
+    X(failed_allocs_total, U64, "allocations refused")                                 \
+    X(budget_bytes, U64, "budget (0: none; owners only)")
+
+#define VRAM_STATS_TYPE_U64 uint64_t
+#define VRAM_STATS_TYPE_F64 double
+
+/* Block-size histogram: bucket i counts requests of up to 256 << i bytes
+ * (the last bucket: everything larger). */
+#define VRAM_HIST_BUCKETS 24
+
+typedef struct vram_pool_stats {
+#define VRAM_STATS_FIELD(field, type, help) VRAM_STATS_TYPE_##type field;
+    VRAM_POOL_STATS(VRAM_STATS_FIELD)
+    uint64_t hist_allocs[VRAM_HIST_BUCKETS]; /* requests per size bucket */
+    uint64_t hist_live[VRAM_HIST_BUCKETS];   /* live blocks per size bucket */
+} vram_pool_stats;
+
+typedef struct vram_usage_stats {
+    VRAM_USAGE_STATS(VRAM_STATS_FIELD)
+#undef VRAM_STATS_FIELD
+} vram_usage_stats;
+
+/* Upper bound in bytes of histogram bucket i (UINT64_MAX for the last). */
+uint64_t vram_hist_bucket_limit(unsigned i);
+
+/* Counters are exact; largest_free_bytes and fragmentation are computed by a
+ * walk of the free space, so this costs O(free blocks). */
+int vram_pool_stats_get(vram_pool *pool, vram_pool_stats *out);
+
+/* Usage of one owner / one kind. VRAM_EINVAL for an unknown one. */
+int vram_owner_stats_get(vram_pool *pool, vram_owner owner, vram_usage_stats *out);
+int vram_kind_stats_get(vram_pool *pool, vram_kind kind, vram_usage_stats *out);
+
+/* Reset peaks to the current values (live, reserved), e.g. between runs. */
+void vram_pool_reset_peaks(vram_pool *pool);
+
+/* Print the pool's statistics, every owner, every kind and the histogram: a
+ * text table or, with json non-zero, one JSON object. */
+int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx, int json);
+
+/* Write a JSON snapshot: settings, segments (for vmm: mapped runs), every
+ * block (address, size, requested size, owner, kind, state, stream), and
+ * per-owner and per-kind totals. Consistent: taken under the pool's lock. */
+int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+/* vramkit/types.h - small types shared by every module of the public API. */
+#ifndef VRAMKIT_TYPES_H
+#define VRAMKIT_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A stream of work on the device (a cudaStream_t / CUstream, or any non-zero
+ * handle on backends without real streams). NULL is the default stream. */
+typedef void *vram_stream;
+
+/* Output sink for everything the library prints (tables, JSON, snapshots):
+ * write `len` bytes of `data`; return 0 or a negative VRAM_E* code, which
+ * aborts the printing and is returned by the printing function. */
+typedef int (*vram_write_fn)(void *ctx, const char *data, size_t len);
+
+/* A vram_write_fn writing to a FILE * passed as ctx. */
+int vram_write_stdio(void *file, const char *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# scripts/deps.sh - install the Debian packages vramkit needs, only those
+# missing (idempotent). Runs as root (CI) or through sudo.
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc, make: the C11 library and CLI
+  cmake             # the build underneath the Makefile
+  pkg-config
+  python3           # CLI tests read JSON output
+  zlib1g-dev        # gzip traces
+  libcjson-dev      # JSON: snapshots, statistics, replay output
+  libcmocka-dev     # unit and integration tests
+  clang             # libFuzzer targets
+  libclang-rt-14-dev # sanitizer and libFuzzer runtimes for clang
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

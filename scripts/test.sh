@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts/test.sh BUILD FUZZ_SECONDS - every CPU test: the unit, integration
+# and CLI tests (CTest) in the normal build, again under ASan+UBSan and under
+# TSan, then each libFuzzer target for a bounded time. Needs no GPU.
+set -euo pipefail
+build=${1:-build}
+fuzz_seconds=${2:-60}
+jobs=$(nproc 2>/dev/null || echo 2)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "tests ($build)"
+(cd "$build" && ctest --output-on-failure -j "$jobs")
+
+step "ASan + UBSan build"
+cmake -S . -B build-asan -DVRAM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DVRAM_CUDA=OFF >/dev/null
+cmake --build build-asan -j "$jobs" >/dev/null
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   VRAM_TEST_QUICK=1 ctest --output-on-failure -j "$jobs")
+
+step "TSan build"
+cmake -S . -B build-tsan -DVRAM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DVRAM_CUDA=OFF >/dev/null
+cmake --build build-tsan -j "$jobs" >/dev/null
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 VRAM_TEST_QUICK=1 \
+   ctest --output-on-failure -j "$jobs" -R "integration/|unit/")
+
+step "fuzzers (${fuzz_seconds}s each)"
+CC=clang cmake -S . -B build-fuzz -DVRAM_FUZZ=ON -DVRAM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug \
+  -DVRAM_CUDA=OFF >/dev/null
+cmake --build build-fuzz -j "$jobs" >/dev/null
+for src in tests/fuzz/fuzz_*.c; do
+  name=$(basename "$src" .c)
+  corpus=tests/fuzz/corpus/${name#fuzz_}
+  work=$(mktemp -d)
+  [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+  echo "fuzz: $name for ${fuzz_seconds}s"
+  log=$(mktemp)
+  rc=0
+  (cd "$work" && "$root/build-fuzz/$name" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+     -timeout=20 -rss_limit_mb=4096 -artifact_prefix="$work/" "$work") >"$log" 2>&1 || rc=$?
+  grep -E "^stat::number_of_executed_units|^Done" "$log" || true
+  if [ "$rc" -ne 0 ]; then
+    tail -60 "$log" >&2
+    echo "fuzz: $name failed (exit $rc); the input is in $work" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  rm -rf "$work"
+done
+
+printf '\nall CPU tests passed\n'

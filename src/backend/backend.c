@@ -1,0 +1,170 @@
+/* src/backend/backend.c - the backend handle: creation by name, custom
+ * tables, counted calls with held-bytes accounting, and destruction. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_internal.h"
+#include "vramkit/config.h"
+
+static int wrap(const vram_backend_ops *ops, void *self, uint64_t capacity, uint64_t granularity,
+                vram_backend **out)
+{
+    vram_backend *b = vram__calloc(1, sizeof *b);
+    if (!b) {
+        if (ops->destroy)
+            ops->destroy(self);
+        return VRAM_EHOSTMEM;
+    }
+    b->ops = ops;
+    b->self = self;
+    b->capacity = capacity;
+    b->granularity = granularity;
+    *out = b;
+    return 0;
+}
+
+int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out)
+{
+    if (!out)
+        return vram__fail(VRAM_EINVAL, "vram_backend_create: out is NULL");
+    *out = NULL;
+    int rc = vram_config_load();
+    if (rc)
+        return rc;
+    const vram_config *cfg = vram_config_get();
+    uint64_t capacity = opts && opts->capacity ? opts->capacity : cfg->capacity;
+    uint64_t gran = opts && opts->granularity ? opts->granularity : cfg->granularity;
+    if (!vram__is_pow2(gran) || gran < 4096)
+        return vram__fail(VRAM_EINVAL,
+                          "granularity %llu must be a power of two of at least 4096 bytes",
+                          (unsigned long long)gran);
+    if (capacity < gran)
+        return vram__fail(VRAM_EINVAL, "capacity %llu is smaller than the granularity %llu",
+                          (unsigned long long)capacity, (unsigned long long)gran);
+    const vram_backend_ops *ops;
+    void *self;
+    if (!name || strcmp(name, "sim") == 0)
+        rc = vram__backend_sim_new(capacity, gran, &ops, &self);
+    else if (strcmp(name, "host") == 0)
+        rc = vram__backend_host_new(capacity, gran, &ops, &self);
+    else
+        return vram__fail(VRAM_EINVAL, "unknown backend \"%s\" (built in: sim, host)", name);
+    if (rc)
+        return rc;
+    return wrap(ops, self, capacity, gran, out);
+}
+
+int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t capacity,
+                               uint64_t granularity, vram_backend **out)
+{
+    if (!ops || !out)
+        return vram__fail(VRAM_EINVAL, "vram_backend_create_custom: ops and out are required");
+    *out = NULL;
+    if ((ops->caps & VRAM_BACKEND_SEGMENTS) && (!ops->segment_alloc || !ops->segment_free))
+        return vram__fail(VRAM_EINVAL, "backend %s: segments need segment_alloc and segment_free",
+                          ops->name ? ops->name : "?");
+    if ((ops->caps & VRAM_BACKEND_MAP) &&
+        (!ops->reserve || !ops->release || !ops->map || !ops->unmap || !granularity))
+        return vram__fail(VRAM_EINVAL,
+                          "backend %s: mapping needs reserve, release, map, unmap and a granularity",
+                          ops->name ? ops->name : "?");
+    if ((ops->caps & VRAM_BACKEND_EVENTS) &&
+        (!ops->event_record || !ops->event_query || !ops->event_wait || !ops->event_release))
+        return vram__fail(VRAM_EINVAL, "backend %s: events need record, query, wait and release",
+                          ops->name ? ops->name : "?");
+    return wrap(ops, self, capacity, granularity, out);
+}
+
+int vram_backend_destroy(vram_backend *b)
+{
+    if (!b)
+        return 0;
+    int users = atomic_load(&b->users);
+    if (users)
+        return vram__fail(VRAM_EBUSY, "backend %s is still used by %d pool(s)", b->ops->name, users);
+    if (b->ops->destroy)
+        b->ops->destroy(b->self);
+    free(b);
+    return 0;
+}
+
+const char *vram_backend_name(const vram_backend *b) { return b->ops->name; }
+unsigned vram_backend_caps(const vram_backend *b) { return b->ops->caps; }
+
+void vram_backend_stats_get(const vram_backend *b, vram_backend_stats *out)
+{
+    out->calls = atomic_load(&((vram_backend *)b)->calls);
+    out->failed_calls = atomic_load(&((vram_backend *)b)->failed_calls);
+    out->held_bytes = atomic_load(&((vram_backend *)b)->held);
+    out->peak_held_bytes = atomic_load(&((vram_backend *)b)->peak_held);
+    out->capacity = b->capacity;
+    out->granularity = b->granularity;
+}
+
+void vram__backend_acquire_user(vram_backend *b) { atomic_fetch_add(&b->users, 1); }
+void vram__backend_release_user(vram_backend *b) { atomic_fetch_sub(&b->users, 1); }
+
+static int counted(vram_backend *b, int rc)
+{
+    atomic_fetch_add_explicit(&b->calls, 1, memory_order_relaxed);
+    if (rc)
+        atomic_fetch_add_explicit(&b->failed_calls, 1, memory_order_relaxed);
+    return rc;
+}
+
+static void held_add(vram_backend *b, uint64_t bytes)
+{
+    uint64_t now = atomic_fetch_add_explicit(&b->held, bytes, memory_order_relaxed) + bytes;
+    uint64_t peak = atomic_load_explicit(&b->peak_held, memory_order_relaxed);
+    while (now > peak &&
+           !atomic_compare_exchange_weak_explicit(&b->peak_held, &peak, now, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+static void held_sub(vram_backend *b, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit(&b->held, bytes, memory_order_relaxed);
+}
+
+int vram__backend_segment_alloc(vram_backend *b, uint64_t size, vram_stream s, uint64_t *addr)
+{
+    int rc = counted(b, b->ops->segment_alloc(b->self, size, s, addr));
+    if (!rc)
+        held_add(b, size);
+    return rc;
+}
+
+int vram__backend_segment_free(vram_backend *b, uint64_t addr, uint64_t size, vram_stream s)
+{
+    int rc = counted(b, b->ops->segment_free(b->self, addr, size, s));
+    if (!rc)
+        held_sub(b, size);
+    return rc;
+}
+
+int vram__backend_reserve(vram_backend *b, uint64_t size, uint64_t *addr)
+{
+    return counted(b, b->ops->reserve(b->self, size, addr));
+}
+
+int vram__backend_release(vram_backend *b, uint64_t addr, uint64_t size)
+{
+    return counted(b, b->ops->release(b->self, addr, size));
+}
+
+int vram__backend_map(vram_backend *b, uint64_t addr, uint64_t size)
+{
+    int rc = counted(b, b->ops->map(b->self, addr, size));
+    if (!rc)
+        held_add(b, size);
+    return rc;
+}
+
+int vram__backend_unmap(vram_backend *b, uint64_t addr, uint64_t size)
+{
+    int rc = counted(b, b->ops->unmap(b->self, addr, size));
+    if (!rc)
+        held_sub(b, size);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* src/base/log.c - the library's log: a level from the configuration and a
+ * handler (standard error unless the application installs its own). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "log_internal.h"
+#include "vramkit/config.h"
+
+static vram_log_fn log_handler;
+static void *log_ctx;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+const char *vram_log_level_name(vram_log_level level)
+{
+    if ((unsigned)level < VRAM__ARRAY_LEN(level_names))
+        return level_names[level];
+    return "?";
+}
+
+void vram_log_set_handler(vram_log_fn fn, void *ctx)
+{
+    log_handler = fn;
+    log_ctx = ctx;
+}
+
+int vram__log_enabled(vram_log_level level)
+{
+    return (int)level <= vram_config_get()->log_level;
+}
+
+void vram__log(vram_log_level level, const char *fmt, ...)
+{
+    if (!vram__log_enabled(level))
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (log_handler)
+        log_handler(log_ctx, level, line);
+    else
+        fprintf(stderr, "vramkit: %s: %s\n", vram_log_level_name(level), line);
+}

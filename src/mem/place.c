@@ -1,0 +1,133 @@
+/* src/mem/place.c - placement: taking a block from the free index (splitting
+ * it, backing it with memory under vmm, growing by a segment under segments)
+ * and returning one (coalescing with free neighbours in the same span). */
+#include <stdlib.h>
+
+#include "pool_internal.h"
+
+int vram__pool_add_span(vram_pool *p, uint64_t addr, uint64_t size, int region,
+                        vram__span **out)
+{
+    if (vram__block_reserve(&p->slab))
+        return VRAM_EHOSTMEM;
+    vram__span *sp = vram__calloc(1, sizeof *sp);
+    if (!sp)
+        return VRAM_EHOSTMEM;
+    vram__block *b = vram__block_new(&p->slab);
+    *b = (vram__block){.addr = addr, .size = size, .span = sp, .region = (uint8_t)region,
+                       .state = VRAM__FREE};
+    sp->addr = addr;
+    sp->size = size;
+    sp->head = b;
+    sp->region = (uint8_t)region;
+    sp->next = p->spans;
+    if (p->spans)
+        p->spans->prev = sp;
+    p->spans = sp;
+    p->n_spans++;
+    vram__tlsf_insert(&p->free[region], b);
+    if (out)
+        *out = sp;
+    return 0;
+}
+
+/* The span must hold one free block only. */
+void vram__pool_remove_span(vram_pool *p, vram__span *sp)
+{
+    vram__tlsf_remove(&p->free[sp->region], sp->head);
+    vram__block_put(&p->slab, sp->head);
+    if (sp->prev)
+        sp->prev->next = sp->next;
+    else
+        p->spans = sp->next;
+    if (sp->next)
+        sp->next->prev = sp->prev;
+    p->n_spans--;
+    free(sp);
+}
+
+/* Cut `b` to `size` bytes; the rest becomes a free block after it. The slab
+ * has a descriptor reserved. */
+static void split(vram_pool *p, vram__block *b, uint64_t size)
+{
+    vram__block *rest = vram__block_new(&p->slab);
+    *rest = (vram__block){.addr = b->addr + size, .size = b->size - size, .prev = b,
+                          .next = b->next, .span = b->span, .region = b->region,
+                          .state = VRAM__FREE};
+    if (b->next)
+        b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    vram__tlsf_insert(&p->free[b->region], rest);
+}
+
+static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
+{
+    if (p->policy == VRAM_POLICY_SEGMENTS)
+        return vram__segments_should_split(p, b, size);
+    return b->size - size >= p->granule;
+}
+
+int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out)
+{
+    if (vram__block_reserve(&p->slab))
+        return VRAM_EHOSTMEM;
+    vram__block *b = vram__tlsf_take(&p->free[region], size);
+    if (!b) {
+        if (p->policy == VRAM_POLICY_VMM) {
+            char a[32], c[32];
+            return vram__fail(VRAM_ENOMEM,
+                              "no free range of %s in the %s virtual reservation of %s",
+                              vram__fmt_bytes(a, sizeof a, size), region ? "large" : "small",
+                              vram__fmt_bytes(c, sizeof c, p->vmm[region].span->size));
+        }
+        int rc = vram__segments_grow(p, size, region, s);
+        if (rc)
+            return rc;
+        b = vram__tlsf_take(&p->free[region], size);
+        if (!b) /* a new segment always fits its request */
+            return vram__fail(VRAM_EBACKEND, "segment grown for %llu bytes does not fit them",
+                              (unsigned long long)size);
+    }
+    if (should_split(p, b, size))
+        split(p, b, size);
+    b->state = VRAM__LIVE;
+    if (p->policy == VRAM_POLICY_VMM) {
+        int rc = vram__vmm_back(p, b);
+        if (rc) {
+            vram__pool_release(p, b);
+            return rc;
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+void vram__pool_release(vram_pool *p, vram__block *b)
+{
+    uint64_t addr = b->addr, size = b->size;
+    vram__tlsf *t = &p->free[b->region];
+    b->state = VRAM__FREE;
+    b->event = NULL;
+    vram__block *prev = b->prev, *next = b->next;
+    if (prev && prev->state == VRAM__FREE) {
+        vram__tlsf_remove(t, prev);
+        prev->size += b->size;
+        prev->next = next;
+        if (next)
+            next->prev = prev;
+        vram__block_put(&p->slab, b);
+        b = prev;
+    }
+    if (next && next->state == VRAM__FREE) {
+        vram__tlsf_remove(t, next);
+        b->size += next->size;
+        b->next = next->next;
+        if (next->next)
+            next->next->prev = b;
+        vram__block_put(&p->slab, next);
+    }
+    vram__tlsf_insert(t, b);
+    if (p->policy == VRAM_POLICY_VMM)
+        vram__vmm_block_freed(p, addr, size, b);
+}

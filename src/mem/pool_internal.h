@@ -1,0 +1,146 @@
+/* src/mem/pool_internal.h - the pool object shared by the files of src/mem:
+ * pool.c (public calls, locking), place.c (taking and returning blocks),
+ * vmm.c (mapping granules), segments.c (backend segments), streams.c
+ * (stream order), owners.c, stats.c and snapshot.c. Every vram__pool_*
+ * function here expects the pool's lock to be held. */
+#ifndef VRAM_MEM_POOL_INTERNAL_H
+#define VRAM_MEM_POOL_INTERNAL_H
+
+#include <pthread.h>
+
+#include "backend/backend_internal.h"
+#include "base/u64map.h"
+#include "block.h"
+#include "tlsf.h"
+#include "vramkit/pool.h"
+#include "vramkit/stats.h"
+#include "vramkit/trace.h"
+
+#define VRAM__REGIONS 2 /* 0: small requests, 1: large ones */
+#define VRAM__NO_PAGE (-1)
+
+typedef struct vram__stream_state {
+    vram_stream handle;
+    uint64_t seq;                 /* operations this stream issued on the pool */
+    vram__block *pending_head;    /* blocks freed on it, waiting for their event */
+    vram__block *pending_tail;
+    uint32_t ordinal;
+} vram__stream_state;
+
+typedef struct vram__usage {
+    uint64_t live_bytes, peak_live_bytes, live_blocks;
+    uint64_t allocs_total, frees_total, failed_allocs_total;
+} vram__usage;
+
+typedef struct vram__owner {
+    char *name;
+    uint64_t budget;
+    vram__usage u;
+} vram__owner;
+
+/* vmm: one reserved range per region, and a state per granule. */
+enum { VRAM__PAGE_UNMAPPED = 0, VRAM__PAGE_USED = 1, VRAM__PAGE_FREE = 2 };
+
+typedef struct vram__vmm_region {
+    vram__span *span; /* the reservation */
+    uint64_t page0;   /* index of its first granule in the pool's page table */
+    uint64_t npages;
+} vram__vmm_region;
+
+struct vram_pool {
+    pthread_mutex_t lock;
+    char *name;
+    vram_backend *backend;
+    int owns_backend;
+    int has_events;
+    vram_policy policy;
+    uint64_t granule;     /* block size unit: max(alignment, 256) */
+    uint64_t granularity; /* vmm mapping unit */
+    uint64_t retain_min;
+    double retain_ratio;
+    uint64_t small_size, large_round, segment_small, segment_medium;
+    uint64_t capacity;
+
+    vram__block_slab slab;
+    vram__u64map live; /* address -> live block */
+    vram__tlsf free[VRAM__REGIONS];
+    vram__span *spans; /* segments or reservations */
+    size_t n_spans;
+
+    /* vmm */
+    vram__vmm_region vmm[VRAM__REGIONS];
+    uint8_t *page_state;
+    int32_t *lru_prev, *lru_next; /* free mapped granules, oldest first */
+    int32_t lru_head, lru_tail;
+    uint64_t npages;
+    uint64_t free_mapped; /* bytes of mapped granules with no block in them */
+
+    /* streams */
+    vram__stream_state *streams;
+    size_t n_streams, cap_streams, last_stream;
+
+    vram__owner *owners;
+    size_t n_owners;
+    vram__usage kinds[VRAM_KIND_COUNT];
+
+    vram_pool_stats st; /* counters; largest free and fragmentation are computed */
+    vram_trace_writer *trace;
+};
+
+static inline int vram__pool_lock(vram_pool *p) { return pthread_mutex_lock(&p->lock); }
+static inline void vram__pool_unlock(vram_pool *p) { pthread_mutex_unlock(&p->lock); }
+
+/* place.c: take a block of `size` (a multiple of the granule) in `region`;
+ * return a block to the free space (coalescing, vmm bookkeeping). */
+int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out);
+void vram__pool_release(vram_pool *p, vram__block *b);
+/* Insert a fresh free span covering [addr, addr+size) into `region`. */
+int vram__pool_add_span(vram_pool *p, uint64_t addr, uint64_t size, int region,
+                        vram__span **out);
+void vram__pool_remove_span(vram_pool *p, vram__span *sp);
+
+/* vmm.c */
+int vram__vmm_init(vram_pool *p);
+void vram__vmm_destroy(vram_pool *p);
+int vram__vmm_back(vram_pool *p, vram__block *b);
+void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged);
+void vram__vmm_enforce_retention(vram_pool *p);
+int vram__vmm_trim(vram_pool *p, uint64_t *released);
+uint64_t vram__vmm_largest_free(vram_pool *p);
+
+/* segments.c */
+int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s);
+int vram__segments_trim(vram_pool *p, uint64_t *released);
+int vram__segments_should_split(const vram_pool *p, const vram__block *b, uint64_t size);
+
+/* streams.c */
+int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out);
+int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
+uint64_t vram__streams_wait_all(vram_pool *p);
+void vram__streams_flush_all(vram_pool *p);
+void vram__streams_destroy(vram_pool *p);
+
+/* owners.c */
+int vram__owner_add(vram_pool *p, const char *name, uint64_t budget, vram_owner *out);
+void vram__owners_destroy(vram_pool *p);
+
+/* stats.c */
+unsigned vram__hist_bucket(uint64_t size);
+void vram__usage_to_stats(const vram__usage *u, uint64_t budget, vram_usage_stats *out);
+uint64_t vram__pool_largest_free(vram_pool *p);
+/* Free reserved bytes in no block (live or pending). */
+uint64_t vram__pool_free_bytes(const vram_pool *p);
+
+/* Reserved bytes changed by `delta` (backend acquisitions and releases). */
+static inline void vram__pool_reserved_add(vram_pool *p, uint64_t bytes)
+{
+    p->st.reserved_bytes += bytes;
+    if (p->st.reserved_bytes > p->st.peak_reserved_bytes)
+        p->st.peak_reserved_bytes = p->st.reserved_bytes;
+}
+static inline void vram__pool_reserved_sub(vram_pool *p, uint64_t bytes)
+{
+    p->st.reserved_bytes -= bytes;
+}
+
+#endif

@@ -1,0 +1,213 @@
+/* src/mem/replay.c - trace replay: drive a fresh pool with a trace's events,
+ * measure what it held (peaks, fragmentation when reserved memory peaked,
+ * backend calls), then time its bookkeeping against glibc malloc/free over
+ * the same events, alternating the two sides and keeping each one's median. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_internal.h"
+#include "vramkit/config.h"
+#include "vramkit/replay.h"
+
+int vram_replay_opts_init(vram_replay_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    int rc = vram_pool_opts_init(&o->pool);
+    o->pool.name = "replay";
+    o->pool.trace_path = NULL;
+    o->backend = "sim";
+    o->timing_runs = 5;
+    return rc;
+}
+
+typedef struct run_ctx {
+    const vram_trace *t;
+    vram_pool *pool;
+    void **ptrs;
+    vram_stream *streams;
+} run_ctx;
+
+static int make_pool(const vram_replay_opts *o, vram_pool **out)
+{
+    vram_backend *b;
+    vram_backend_opts bo = {.capacity = o->capacity, .granularity = o->pool.granularity};
+    int rc = vram_backend_create(o->backend ? o->backend : "sim", &bo, &b);
+    if (rc)
+        return rc;
+    vram_pool_opts po = o->pool;
+    po.backend = b;
+    rc = vram_pool_create(&po, out);
+    if (rc) {
+        vram_backend_destroy(b);
+        return rc;
+    }
+    (*out)->owns_backend = 1; /* the pool takes the backend with it */
+    return 0;
+}
+
+static void finish_pool(run_ctx *c)
+{
+    for (size_t i = 0; i < c->t->n_slots; i++) {
+        if (c->ptrs[i])
+            vram_pool_free(c->pool, c->ptrs[i], NULL);
+        c->ptrs[i] = NULL;
+    }
+    vram_pool_destroy(c->pool);
+    c->pool = NULL;
+}
+
+/* The measured run: every event, with peak tracking and failure reports. */
+static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_result *r)
+{
+    int rc = make_pool(o, &c->pool);
+    if (rc)
+        return rc;
+    vram_pool *p = c->pool;
+    uint64_t frag_peak = 0;
+    for (size_t i = 0; i < c->t->n_events; i++) {
+        const vram_trace_event *e = &c->t->events[i];
+        vram_stream s = c->streams[e->stream_index];
+        if (e->action == VRAM_TRACE_ALLOC) {
+            rc = vram_pool_alloc(p, e->size, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER, s,
+                                 &c->ptrs[e->slot]);
+            if (rc == VRAM_EHOSTMEM || rc == VRAM_EINVAL) {
+                finish_pool(c);
+                return rc;
+            }
+            if (rc) {
+                if (!r->failed_allocs) {
+                    r->first_failure_line = e->line;
+                    r->first_failure_size = e->size;
+                    snprintf(r->first_failure, sizeof r->first_failure, "%s", vram_last_error());
+                }
+                r->failed_allocs++;
+                continue;
+            }
+            r->allocs++;
+            if (p->st.reserved_bytes > frag_peak) {
+                /* Reserved memory reached a new peak: note its fragmentation. */
+                vram_pool_stats s2;
+                vram_pool_stats_get(p, &s2);
+                frag_peak = p->st.reserved_bytes;
+                r->fragmentation_at_peak = s2.fragmentation_ratio;
+            }
+        } else if (e->action == VRAM_TRACE_FREE) {
+            if (c->ptrs[e->slot]) {
+                vram_pool_free(p, c->ptrs[e->slot], s);
+                c->ptrs[e->slot] = NULL;
+                r->frees++;
+            }
+        }
+        uint64_t held = p->st.live_bytes + p->st.pending_bytes;
+        if (held > r->peak_live_pending_bytes)
+            r->peak_live_pending_bytes = held;
+    }
+    r->peak_live_bytes = p->st.peak_live_bytes;
+    r->peak_reserved_bytes = p->st.peak_reserved_bytes;
+    r->backend_calls = p->st.backend_calls_total;
+    if (r->peak_live_bytes) {
+        r->reserved_ratio = (double)r->peak_reserved_bytes / (double)r->peak_live_bytes;
+        r->floor_ratio = (double)r->peak_live_pending_bytes / (double)r->peak_live_bytes;
+    }
+    finish_pool(c);
+    return 0;
+}
+
+/* Timed: the same events with nothing else in the loop. Returns ns. */
+static int timed_pool_run(run_ctx *c, const vram_replay_opts *o, uint64_t *ns)
+{
+    int rc = make_pool(o, &c->pool);
+    if (rc)
+        return rc;
+    vram_pool *p = c->pool;
+    const vram_trace_event *ev = c->t->events;
+    size_t n = c->t->n_events;
+    void **ptrs = c->ptrs;
+    uint64_t t0 = vram__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        const vram_trace_event *e = &ev[i];
+        if (e->action == VRAM_TRACE_ALLOC) {
+            if (vram_pool_alloc(p, e->size, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER,
+                                c->streams[e->stream_index], &ptrs[e->slot]))
+                ptrs[e->slot] = NULL;
+        } else if (e->action == VRAM_TRACE_FREE && ptrs[e->slot]) {
+            vram_pool_free(p, ptrs[e->slot], c->streams[e->stream_index]);
+            ptrs[e->slot] = NULL;
+        }
+    }
+    *ns = vram__now_ns() - t0;
+    finish_pool(c);
+    return 0;
+}
+
+static uint64_t timed_malloc_run(run_ctx *c)
+{
+    const vram_trace_event *ev = c->t->events;
+    size_t n = c->t->n_events;
+    void **ptrs = c->ptrs;
+    uint64_t t0 = vram__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        const vram_trace_event *e = &ev[i];
+        if (e->action == VRAM_TRACE_ALLOC) {
+            ptrs[e->slot] = malloc(e->size);
+        } else if (e->action == VRAM_TRACE_FREE) {
+            free(ptrs[e->slot]);
+            ptrs[e->slot] = NULL;
+        }
+    }
+    uint64_t ns = vram__now_ns() - t0;
+    for (size_t i = 0; i < c->t->n_slots; i++) {
+        free(ptrs[i]);
+        ptrs[i] = NULL;
+    }
+    return ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(uint64_t *v, unsigned n)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+}
+
+int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_result *r)
+{
+    if (!t || !o || !r)
+        return vram__fail(VRAM_EINVAL, "vram_replay_run: trace, opts and result are required");
+    memset(r, 0, sizeof *r);
+    r->events = t->n_events;
+    run_ctx c = {.t = t};
+    c.ptrs = vram__calloc(t->n_slots, sizeof *c.ptrs);
+    c.streams = vram__calloc(t->n_streams, sizeof *c.streams);
+    unsigned runs = o->timing_runs ? o->timing_runs : 5;
+    uint64_t *ours = vram__calloc(runs, sizeof *ours);
+    uint64_t *theirs = vram__calloc(runs, sizeof *theirs);
+    int rc = c.ptrs && c.streams && ours && theirs ? 0 : VRAM_EHOSTMEM;
+    for (size_t i = 0; !rc && i < t->n_streams; i++)
+        c.streams[i] = (vram_stream)(uintptr_t)t->streams[i];
+    if (!rc)
+        rc = measured_run(&c, o, r);
+    for (unsigned i = 0; !rc && i < runs; i++) {
+        rc = timed_pool_run(&c, o, &ours[i]);
+        if (!o->skip_malloc)
+            theirs[i] = timed_malloc_run(&c);
+    }
+    if (!rc) {
+        double ops = (double)(r->allocs + r->frees);
+        if (ops > 0) {
+            r->ns_per_op = median(ours, runs) / ops;
+            r->malloc_ns_per_op = o->skip_malloc ? 0.0 : median(theirs, runs) / ops;
+        }
+    }
+    free(c.ptrs);
+    free(c.streams);
+    free(ours);
+    free(theirs);
+    return rc;
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tests/cli/test_replay.sh VRAMKIT - the replay command end to end: the shared
+# traces meet the acceptance figures (held <= 1.05 x the floor the stream model
+# allows, no failure, host time <= 1.5 x glibc malloc in the same run), peak
+# live matches the capture's summary, a capacity the trace exceeds is reported
+# and the replay goes on, and bad input fails with a clear message.
+set -euo pipefail
+shopt -s nullglob
+vramkit=$1
+src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+shared=${VRAM_SHARED_TRACES:-$src/../shared/data/traces}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+traces=("$src"/data/traces/*.csv.gz)
+if [ -d "$shared" ]; then traces+=("$shared"/*.csv.gz); fi
+[ -e "${traces[0]}" ] || fail "no traces found"
+
+"$vramkit" replay --json --runs 3 "${traces[@]}" >"$tmp/out.jsonl"
+python3 - "$tmp/out.jsonl" "$shared/summary.json" "$src/data/traces/summary.json" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+summ = {}
+for p in sys.argv[2:]:
+    if os.path.exists(p):
+        for s in json.load(open(p)):
+            summ[s["workload"]] = s
+need = ["trace", "policy", "events", "peak_live_bytes", "peak_reserved_bytes", "reserved_ratio",
+        "ns_per_op", "malloc_ns_per_op", "backend_calls", "failed_allocs"]
+bad = []
+for r in rows:
+    name = os.path.basename(r["trace"]).split(".")[0]
+    for k in need:
+        if k not in r:
+            bad.append(f"{name}: key {k} missing")
+    if r["policy"] != "vmm":
+        bad.append(f"{name}: default policy is {r['policy']}")
+    if r["failed_allocs"] != 0:
+        bad.append(f"{name}: {r['failed_allocs']} failed allocations")
+    if r["reserved_ratio"] > 1.05 * r["floor_ratio"] + 1e-9:
+        bad.append(f"{name}: reserved_ratio {r['reserved_ratio']:.4f} > 1.05 x floor {r['floor_ratio']:.4f}")
+    if r["ns_per_op"] > 1.5 * r["malloc_ns_per_op"]:
+        bad.append(f"{name}: {r['ns_per_op']:.1f} ns/op > 1.5 x malloc {r['malloc_ns_per_op']:.1f}")
+    if name in summ and r["peak_live_bytes"] != summ[name]["peak_live_requested"]:
+        bad.append(f"{name}: peak live {r['peak_live_bytes']} != captured {summ[name]['peak_live_requested']}")
+    print(f"{name:28s} ratio {r['reserved_ratio']:.4f} floor {r['floor_ratio']:.4f} "
+          f"ns/op {r['ns_per_op']:.1f} malloc {r['malloc_ns_per_op']:.1f}")
+if bad:
+    print("\n".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+
+# A capacity the trace exceeds: requests are refused, reported, and the replay goes on.
+"$vramkit" replay --json --runs 1 --capacity 64M "${traces[0]}" >"$tmp/cap.json" 2>"$tmp/cap.err" \
+  || fail "replay with a small capacity exited $?"
+grep -q '"failed_allocs":[1-9]' "$tmp/cap.json" || fail "no refused request at 64 MiB: $(cat "$tmp/cap.json")"
+grep -q "refused; the first, line [0-9]" "$tmp/cap.err" || fail "refusal not reported: $(cat "$tmp/cap.err")"
+grep -q "out of memory" "$tmp/cap.err" || fail "refusal does not say why: $(cat "$tmp/cap.err")"
+
+# The segments policy runs too, and the table mode prints a header and a row.
+"$vramkit" replay --policy segments --runs 1 "${traces[0]}" >"$tmp/seg.txt"
+grep -q "^trace " "$tmp/seg.txt" && grep -q "segments" "$tmp/seg.txt" || fail "table: $(cat "$tmp/seg.txt")"
+
+# Malformed traces fail with the line number.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x1000,256,0\n0,12:00:00.000002,free,0x2000,256,0\n' >"$tmp/bad.csv"
+if "$vramkit" replay "$tmp/bad.csv" 2>"$tmp/bad.err"; then fail "malformed trace accepted"; fi
+grep -q "bad.csv:3" "$tmp/bad.err" || fail "no line number: $(cat "$tmp/bad.err")"
+if "$vramkit" replay "$tmp/missing.csv" 2>"$tmp/miss.err"; then fail "missing trace accepted"; fi
+grep -q "missing.csv" "$tmp/miss.err" || fail "missing file not named: $(cat "$tmp/miss.err")"
+
+# Usage errors exit 2 and say what is wrong.
+set +e
+"$vramkit" replay --policy nope "${traces[0]}" 2>"$tmp/use.err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "bad policy exit $rc"
+grep -q 'unknown policy "nope"' "$tmp/use.err" || fail "bad policy message: $(cat "$tmp/use.err")"
+set +e
+"$vramkit" replay --granularity 3K "${traces[0]}" 2>"$tmp/gran.err"; rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "granularity 3K accepted"
+grep -q "power of two" "$tmp/gran.err" || fail "bad granularity message: $(cat "$tmp/gran.err")"
+
+# config lists every option with its source, and rejects a malformed variable.
+"$vramkit" config | grep -q "^VRAM_GRANULARITY .*default" || fail "config table"
+VRAM_GRANULARITY=4MiB "$vramkit" config | grep -q "^VRAM_GRANULARITY  *4MiB  *environment" \
+  || fail "config does not show the environment"
+set +e
+VRAM_GRANULARITY=lots "$vramkit" config >/dev/null 2>"$tmp/cfg.err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "VRAM_GRANULARITY=lots" "$tmp/cfg.err" || fail "bad variable: rc $rc $(cat "$tmp/cfg.err")"
+"$vramkit" config --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["GRANULARITY"]["source"]=="default"'
+
+echo "1 passed, 0 failed"

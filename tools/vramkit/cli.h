@@ -1,0 +1,25 @@
+/* tools/vramkit/cli.h - what the command files of the vramkit CLI share:
+ * the command table's signature and small argument helpers. */
+#ifndef VRAMKIT_CLI_H
+#define VRAMKIT_CLI_H
+
+#include <stdint.h>
+
+/* Each command: argv[0] is the command's name. Returns the exit status. */
+int cmd_replay(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+
+/* Print "vramkit CMD: message" to stderr; returns 2 (usage) for chaining. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "vramkit CMD: <vram_last_error()>" for a failed library call; returns 1. */
+int cli_lib_error(const char *cmd, int rc);
+
+/* The value of an option "--name VALUE" or "--name=VALUE" at argv[*i];
+ * advances *i past it. NULL (after printing a usage error) if missing. */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *name);
+
+/* Does argv[i] name option `name` (exactly, or as "--name=...")? */
+int cli_is(const char *arg, const char *name);
+
+#endif
