@@ -80,7 +80,8 @@ int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t
  * calls number `fail_from` .. `fail_from + fail_count - 1` (counting from 1,
  * over every call but events) with VRAM_ENOMEM for acquiring calls
  * (segment_alloc, reserve, map) and VRAM_EBACKEND for releasing ones. `inner`
- * must outlive the wrapper. */
+ * must outlive the wrapper. Calls reach `inner`'s functions directly, so the
+ * counters of vram_backend_stats_get() are the wrapper's, not `inner`'s. */
 int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t fail_count,
                                vram_backend **out);
 

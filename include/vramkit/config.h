@@ -31,7 +31,7 @@ extern "C" {
       "vmm: unit in which physical memory is mapped")                          \
     X(CAPACITY, capacity, SIZE, "140GiB", "",                                  \
       "sim and host: bytes of device memory the backend can hand out")         \
-    X(RETAIN_MIN, retain_min, SIZE, "4MiB", "",                                \
+    X(RETAIN_MIN, retain_min, SIZE, "0", "",                                   \
       "vmm: free mapped memory always kept mapped (hysteresis)")               \
     X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.01", "",                          \
       "vmm: free mapped memory kept, as a fraction of the peak live bytes")    \

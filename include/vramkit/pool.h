@@ -21,7 +21,10 @@
  * is short. On backends without events (sim, host) completion is modelled
  * conservatively: the event of a free on stream s completes when s issues its
  * next operation on this pool (an allocation or a free); until then the block
- * is reusable by s alone. An allocation never waits on a modelled event;
+ * is reusable by s alone. An operation is an allocation or free call that
+ * reaches the pool's bookkeeping: refused allocations (budget, memory) count,
+ * calls refused as invalid (size 0, unknown owner, unknown pointer) do not.
+ * An allocation never waits on a modelled event;
  * vram_pool_trim() and vram_pool_destroy() treat all of them as complete. */
 #ifndef VRAMKIT_POOL_H
 #define VRAMKIT_POOL_H
@@ -93,7 +96,9 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
 
 /* Destroy a pool and give everything back to the backend. Refuses with
  * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
- * how many and their bytes. NULL is accepted. */
+ * how many and their bytes. VRAM_EBACKEND means the pool is gone but the
+ * backend refused to take some memory back (it is lost to the backend).
+ * NULL is accepted. */
 int vram_pool_destroy(vram_pool *pool);
 
 /* Register an owner; budget 0 means none. Names are unique per pool: creating

@@ -23,7 +23,7 @@ extern "C" {
     X(allocated_bytes, U64, "bytes of live blocks after alignment")                    \
     X(reserved_bytes, U64, "bytes held from the backend")                              \
     X(peak_reserved_bytes, U64, "most reserved bytes so far")                          \
-    X(free_bytes, U64, "reserved bytes in no live block")                              \
+    X(free_bytes, U64, "reserved bytes in no live or pending block")                              \
     X(largest_free_bytes, U64, "largest free run of reserved memory")                  \
     X(fragmentation_ratio, F64, "1 - largest free / free (0 when nothing is free)")    \
     X(pending_bytes, U64, "freed bytes waiting for their stream's event")              \
@@ -36,6 +36,8 @@ extern "C" {
     X(backend_failures_total, U64, "backend calls that failed")                        \
     X(event_waits_total, U64, "waits for a stream event under memory pressure")        \
     X(trims_total, U64, "trims, asked for or forced by memory pressure")
+
+/* Budgets and owner/kind live bytes count bytes as requested, not aligned. */
 
 /* Per owner and per kind. */
 #define VRAM_USAGE_STATS(X)                                                            \

@@ -224,7 +224,7 @@ int vram_pool_destroy(vram_pool *p)
     vram__streams_flush_all(p);
     int rc = 0;
     if (p->policy == VRAM_POLICY_VMM) {
-        vram__vmm_destroy(p);
+        rc = vram__vmm_destroy(p);
     } else {
         rc = vram__segments_trim(p, NULL);
         if (rc)

@@ -101,7 +101,8 @@ void vram__pool_remove_span(vram_pool *p, vram__span *sp);
 
 /* vmm.c */
 int vram__vmm_init(vram_pool *p);
-void vram__vmm_destroy(vram_pool *p);
+/* Unmap and release everything; VRAM_EBACKEND if the backend refused some. */
+int vram__vmm_destroy(vram_pool *p);
 int vram__vmm_back(vram_pool *p, vram__block *b);
 void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged);
 void vram__vmm_enforce_retention(vram_pool *p);

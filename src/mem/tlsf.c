@@ -71,11 +71,23 @@ static vram__block *find_from(const vram__tlsf *t, unsigned fl, unsigned sl)
     return t->heads[fl][sl];
 }
 
+/* Best fit among every block of one class (the last resort: a fitting block
+ * exists only there). */
+static vram__block *scan_class(const vram__tlsf *t, unsigned fl, unsigned sl, uint64_t size)
+{
+    vram__block *best = NULL;
+    for (vram__block *b = t->heads[fl][sl]; b; b = b->fnext)
+        if (b->size >= size && (!best || b->size < best->size))
+            best = b;
+    return best;
+}
+
 vram__block *vram__tlsf_take(vram__tlsf *t, uint64_t size)
 {
-    uint64_t units = size >> VRAM__TLSF_UNIT_SHIFT;
+    uint64_t units = (size + (1u << VRAM__TLSF_UNIT_SHIFT) - 1) >> VRAM__TLSF_UNIT_SHIFT;
     unsigned fl, sl;
     mapping(units, &fl, &sl);
+    unsigned own_fl = fl, own_sl = sl;
     vram__block *best = NULL;
     if (units >= VRAM__TLSF_SL) {
         /* The request's own class holds blocks both smaller and larger than
@@ -96,6 +108,8 @@ vram__block *vram__tlsf_take(vram__tlsf *t, uint64_t size)
     }
     if (!best)
         best = find_from(t, fl, sl);
+    if (!best && units >= VRAM__TLSF_SL)
+        best = scan_class(t, own_fl, own_sl, size);
     if (best)
         vram__tlsf_remove(t, best);
     return best;

@@ -3,7 +3,8 @@
  * into 32 linear second-level classes, in units of 256 bytes), with bitmaps
  * so that finding a class with a block that fits is O(1). Within the exact
  * class of a request a few blocks are examined for the best fit before
- * falling back to the next class up, where every block fits. */
+ * falling back to the next class up, where every block fits; only when no
+ * class above has a block is the request's own class searched to its end. */
 #ifndef VRAM_MEM_TLSF_H
 #define VRAM_MEM_TLSF_H
 
@@ -26,8 +27,9 @@ typedef struct vram__tlsf {
 void vram__tlsf_insert(vram__tlsf *t, vram__block *b);
 void vram__tlsf_remove(vram__tlsf *t, vram__block *b);
 
-/* A free block of at least `size` bytes, removed from the index; NULL if
- * none. */
+/* A free block of at least `size` bytes (any size; classes count in units
+ * of 256 bytes), removed from the index; NULL only if no free block is that
+ * large. */
 vram__block *vram__tlsf_take(vram__tlsf *t, uint64_t size);
 
 /* The largest free block's size (scans the highest non-empty class). */

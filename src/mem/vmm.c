@@ -103,6 +103,7 @@ static unsigned vmm_release_all(vram_pool *p)
         vram__span *sp = p->vmm[r].span;
         if (!sp)
             continue;
+        unsigned region_failed = 0;
         uint64_t base = p->vmm[r].page0;
         for (uint64_t i = 0; i < p->vmm[r].npages;) {
             if (p->page_state[base + i] == VRAM__PAGE_UNMAPPED) {
@@ -116,7 +117,7 @@ static unsigned vmm_release_all(vram_pool *p)
             if (vram__backend_unmap(p->backend, sp->addr + i * p->granularity,
                                     (j - i) * p->granularity)) {
                 p->st.backend_failures_total++;
-                failed++;
+                region_failed++;
             } else {
                 vram__pool_reserved_sub(p, (j - i) * p->granularity);
                 for (uint64_t k = i; k < j; k++)
@@ -124,6 +125,9 @@ static unsigned vmm_release_all(vram_pool *p)
             }
             i = j;
         }
+        failed += region_failed;
+        if (region_failed) /* a range with mappings left cannot be released */
+            continue;
         p->st.backend_calls_total++;
         if (vram__backend_release(p->backend, sp->addr, sp->size)) {
             p->st.backend_failures_total++;
@@ -133,9 +137,10 @@ static unsigned vmm_release_all(vram_pool *p)
     return failed;
 }
 
-void vram__vmm_destroy(vram_pool *p)
+int vram__vmm_destroy(vram_pool *p)
 {
-    if (vmm_release_all(p))
+    unsigned failed = vmm_release_all(p);
+    if (failed)
         vram__log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to give back some memory: %s",
                   p->name, vram_last_error());
     free(p->page_state);
@@ -143,6 +148,7 @@ void vram__vmm_destroy(vram_pool *p)
     free(p->lru_next);
     p->page_state = NULL;
     p->lru_prev = p->lru_next = NULL;
+    return failed ? VRAM_EBACKEND : 0;
 }
 
 /* Pages [first, last] of region r, as indices in the page table. */
