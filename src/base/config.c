@@ -218,24 +218,21 @@ int vram_config_print(vram_write_fn write, void *ctx, int json)
     pthread_once(&load_once, load);
     if (json)
         return print_json(write, ctx);
-    char line[512];
-    int n = snprintf(line, sizeof line, "%-22s %-12s %-12s %s\n", "option", "value", "source",
-                     "meaning");
-    int rc = write(ctx, line, (size_t)n);
+    char *line = NULL;
+    int n = asprintf(&line, "%-22s %-12s %-12s %s\n", "option", "value", "source", "meaning");
+    int rc = n < 0 ? vram__fail(VRAM_EHOSTMEM, "out of host memory printing options")
+                   : write(ctx, line, (size_t)n);
+    free(line);
     for (size_t i = 0; i < N_OPTS && !rc; i++) {
-        char var[64];
-        snprintf(var, sizeof var, "VRAM_%s", descs[i].name);
         const char *val = texts[i] && *texts[i] ? texts[i] : "\"\"";
-        char help[256];
-        if (descs[i].type == T_CHOICE)
-            snprintf(help, sizeof help, "%s (%s)", descs[i].help, descs[i].choices);
-        else
-            snprintf(help, sizeof help, "%s", descs[i].help);
-        n = snprintf(line, sizeof line, "%-22s %-12s %-12s %s\n", var, val,
-                     source_name(sources[i]), help);
-        if (n >= (int)sizeof line)
-            n = (int)sizeof line - 1;
+        const char *choices = descs[i].type == T_CHOICE ? descs[i].choices : NULL;
+        n = asprintf(&line, "VRAM_%-17s %-12s %-12s %s%s%s%s\n", descs[i].name, val,
+                     source_name(sources[i]), descs[i].help, choices ? " (" : "",
+                     choices ? choices : "", choices ? ")" : "");
+        if (n < 0)
+            return vram__fail(VRAM_EHOSTMEM, "out of host memory printing options");
         rc = write(ctx, line, (size_t)n);
+        free(line);
     }
     return rc;
 }

@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,8 @@ char *vram__fmt_bytes(char *buf, size_t cap, uint64_t bytes)
     }
     double v = (double)bytes / 1024.0;
     size_t u = 0;
-    while (v >= 1024.0 && u + 1 < VRAM__ARRAY_LEN(units)) {
+    /* Step up while the printed value would read 1024 or more. */
+    while (v >= (v < 10.0 ? 1023.995 : 1023.95) && u + 1 < VRAM__ARRAY_LEN(units)) {
         v /= 1024.0;
         u++;
     }
@@ -29,6 +29,8 @@ char *vram__fmt_bytes(char *buf, size_t cap, uint64_t bytes)
     return buf;
 }
 
+/* Whole and fractional digits are read exactly (no floating point), so
+ * every byte count up to 2^64 - 1 parses as written. */
 int vram__parse_size(const char *text, uint64_t *out)
 {
     if (!text || !*text)
@@ -38,42 +40,66 @@ int vram__parse_size(const char *text, uint64_t *out)
         p++;
     if (*p == '-' || *p == '+')
         return vram__fail(VRAM_EINVAL, "size \"%s\" must be a plain number", text);
-    errno = 0;
-    char *end = NULL;
-    double v = strtod(p, &end);
-    if (end == p || errno || !isfinite(v) || v < 0)
+    if (!isdigit((unsigned char)*p) && *p != '.')
         return vram__fail(VRAM_EINVAL, "size \"%s\" is not a number", text);
-    while (isspace((unsigned char)*end))
-        end++;
-    double mult = 1.0;
-    switch (toupper((unsigned char)*end)) {
+    uint64_t whole = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (whole > (UINT64_MAX - d) / 10)
+            return vram__fail(VRAM_EINVAL, "size \"%s\" is too large", text);
+        whole = whole * 10 + d;
+    }
+    uint64_t frac = 0, frac_scale = 1; /* frac / frac_scale, up to 18 digits */
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p) && p - 1 == text)
+            return vram__fail(VRAM_EINVAL, "size \"%s\" is not a number", text);
+        for (; isdigit((unsigned char)*p); p++) {
+            if (frac_scale >= 1000000000000000000ull) {
+                if (*p != '0')
+                    return vram__fail(VRAM_EINVAL, "size \"%s\" has too many decimals", text);
+                continue;
+            }
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            frac_scale *= 10;
+        }
+    }
+    while (isspace((unsigned char)*p))
+        p++;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*p)) {
     case '\0': break;
-    case 'B': mult = 1.0; end++; goto tail;
-    case 'K': mult = 1024.0; break;
-    case 'M': mult = 1024.0 * 1024; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+    case 'B': p++; goto tail;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
     default:
         return vram__fail(VRAM_EINVAL, "size \"%s\" has an unknown unit (use K, M, G, T)", text);
     }
-    if (*end) {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
+    if (*p) {
+        p++;
+        if (*p == 'i' || *p == 'I')
+            p++;
+        if (*p == 'B' || *p == 'b')
+            p++;
     }
 tail:
-    while (isspace((unsigned char)*end))
-        end++;
-    if (*end)
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p)
         return vram__fail(VRAM_EINVAL, "size \"%s\" has trailing characters", text);
-    double bytes = v * mult;
-    if (bytes > 18446744073709549568.0)
+    if (shift && whole > (UINT64_MAX >> shift))
         return vram__fail(VRAM_EINVAL, "size \"%s\" is too large", text);
-    if (bytes != floor(bytes))
+    uint64_t bytes = whole << shift;
+    /* The fraction times the unit must be a whole number of bytes. */
+    unsigned __int128 fb = ((unsigned __int128)frac << shift);
+    if (fb % frac_scale)
         return vram__fail(VRAM_EINVAL, "size \"%s\" is not a whole number of bytes", text);
-    *out = (uint64_t)bytes;
+    uint64_t extra = (uint64_t)(fb / frac_scale);
+    if (bytes > UINT64_MAX - extra)
+        return vram__fail(VRAM_EINVAL, "size \"%s\" is too large", text);
+    *out = bytes + extra;
     return 0;
 }
 

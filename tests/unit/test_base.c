@@ -389,6 +389,9 @@ static void test_parse_size_accepts(void **state)
         {"0.25M", 256 * KiB},
         {"16384T", 16384ull * 1024 * GiB},
         {"16777215T", 16777215ull * 1024 * GiB}, /* 2^64 - 2^40 */
+        {"9007199254740993", 9007199254740993ull},  /* 2^53 + 1: exact */
+        {"18446744073709551615", UINT64_MAX},
+        {"1.000000000000000000000K", 1024},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t v = 12345;
@@ -420,7 +423,8 @@ static void test_parse_size_rejects(void **state)
         {"2E", "unknown unit"},
         {"1.3", "whole number"},
         {"0.1K", "whole number"},
-        {"1e30", "too large"},
+        {"1e30", "unknown unit"},   /* no exponents: sizes are read exactly */
+        {"0x10", "unknown unit"},   /* no hex either */
         {"16777216T", "too large"}, /* 2^64 */
         {"18446744073709551616", "too large"},
         {"5MiBx", "trailing"},
