@@ -104,8 +104,7 @@ int vram__ledger_range_add(vram__ledger *l, uint64_t addr, uint64_t size)
 int vram__ledger_range_remove(vram__ledger *l, uint64_t addr, uint64_t size)
 {
     pthread_mutex_lock(&l->lock);
-    int rc = vram__fail(VRAM_EINVAL, "%s: release of 0x%llx+%llu, which is not a reservation",
-                        l->name, (unsigned long long)addr, (unsigned long long)size);
+    int rc = VRAM_EINVAL;
     for (size_t i = 0; i < l->n_ranges; i++) {
         vram__ledger_range *r = &l->ranges[i];
         if (r->addr != addr || r->size != size)
@@ -121,9 +120,11 @@ int vram__ledger_range_remove(vram__ledger *l, uint64_t addr, uint64_t size)
         free(r->mapped);
         l->ranges[i] = l->ranges[--l->n_ranges];
         rc = 0;
-        vram_clear_error();
         break;
     }
+    if (rc == VRAM_EINVAL)
+        vram__fail(rc, "%s: release of 0x%llx+%llu, which is not a reservation", l->name,
+                   (unsigned long long)addr, (unsigned long long)size);
     pthread_mutex_unlock(&l->lock);
     return rc;
 }

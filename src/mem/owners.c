@@ -56,15 +56,16 @@ int vram_owner_find(vram_pool *p, const char *name, vram_owner *out)
     if (!p || !name)
         return vram__fail(VRAM_EINVAL, "vram_owner_find: pool and name are required");
     vram__pool_lock(p);
-    int rc = vram__fail(VRAM_EINVAL, "pool \"%s\" has no owner \"%s\"", p->name, name);
+    int rc = VRAM_EINVAL;
     for (size_t i = 0; i < p->n_owners; i++) {
         if (strcmp(p->owners[i].name, name) == 0) {
             *out = (vram_owner)i;
             rc = 0;
-            vram_clear_error();
             break;
         }
     }
+    if (rc)
+        vram__fail(rc, "pool \"%s\" has no owner \"%s\"", p->name, name);
     vram__pool_unlock(p);
     return rc;
 }

@@ -99,9 +99,6 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
                 r->frees++;
             }
         }
-        uint64_t held = p->st.live_bytes + p->st.pending_bytes;
-        if (held > r->peak_live_pending_bytes)
-            r->peak_live_pending_bytes = held;
     }
     r->peak_live_bytes = p->st.peak_live_bytes;
     r->peak_reserved_bytes = p->st.peak_reserved_bytes;
@@ -176,6 +173,36 @@ static double median(uint64_t *v, unsigned n)
     return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
 }
 
+/* The floor of any policy under the stream model: bytes live (as requested)
+ * plus, per stream, the bytes freed since that stream's last operation, at
+ * their most. It depends on the trace alone. */
+static int model_floor(const vram_trace *t, uint64_t *out)
+{
+    uint64_t *pending = vram__calloc(t->n_streams, sizeof *pending);
+    if (!pending)
+        return VRAM_EHOSTMEM;
+    uint64_t live = 0, pending_sum = 0, peak = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const vram_trace_event *e = &t->events[i];
+        if (e->action == VRAM_TRACE_ALLOC_FAIL)
+            continue;
+        pending_sum -= pending[e->stream_index]; /* this operation completes them */
+        pending[e->stream_index] = 0;
+        if (e->action == VRAM_TRACE_ALLOC) {
+            live += e->size;
+        } else {
+            live -= e->size;
+            pending[e->stream_index] = e->size;
+            pending_sum += e->size;
+        }
+        if (live + pending_sum > peak)
+            peak = live + pending_sum;
+    }
+    free(pending);
+    *out = peak;
+    return 0;
+}
+
 int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_result *r)
 {
     if (!t || !o || !r)
@@ -191,6 +218,8 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
     int rc = c.ptrs && c.streams && ours && theirs ? 0 : VRAM_EHOSTMEM;
     for (size_t i = 0; !rc && i < t->n_streams; i++)
         c.streams[i] = (vram_stream)(uintptr_t)t->streams[i];
+    if (!rc)
+        rc = model_floor(t, &r->peak_live_pending_bytes);
     if (!rc)
         rc = measured_run(&c, o, r);
     for (unsigned i = 0; !rc && i < runs; i++) {
