@@ -94,9 +94,7 @@ int main(int argc, char **argv)
                     "frag at peak | backend calls | ns/op | malloc ns/op | failed |\n");
         fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     }
-    printf("%-30s %-8s %7s %9s %9s %6s %6s %6s %8s %7s %8s %6s\n", "trace", "policy", "events",
-           "live MiB", "held MiB", "ratio", "floor", "frag", "backend", "ns/op", "malloc",
-           "failed");
+    vram_replay_print_header(vram_write_stdio, stdout);
     int status = 0;
     for (int i = first_trace; i < argc; i++) {
         vram_trace *t;
@@ -117,11 +115,7 @@ int main(int argc, char **argv)
                 continue;
             }
             const char *pn = vram_policy_name(o.pool.policy);
-            printf("%-30s %-8s %7llu %9.1f %9.1f %6.3f %6.3f %6.3f %8llu %7.1f %8.1f %6llu\n",
-                   base_name(argv[i]), pn, (unsigned long long)r.events, mib(r.peak_live_bytes),
-                   mib(r.peak_reserved_bytes), r.reserved_ratio, r.floor_ratio,
-                   r.fragmentation_at_peak, (unsigned long long)r.backend_calls, r.ns_per_op,
-                   r.malloc_ns_per_op, (unsigned long long)r.failed_allocs);
+            vram_replay_print_row(base_name(argv[i]), pn, &r, vram_write_stdio, stdout);
             if (md) {
                 fprintf(md, "| %s | %s | %llu | %.1f | %.1f | %.3f | %.3f | %.3f | %llu | %.1f | "
                             "%.1f | %llu |\n",
@@ -130,18 +124,8 @@ int main(int argc, char **argv)
                         r.floor_ratio, r.fragmentation_at_peak,
                         (unsigned long long)r.backend_calls, r.ns_per_op, r.malloc_ns_per_op,
                         (unsigned long long)r.failed_allocs);
-                fprintf(jl,
-                        "{\"trace\":\"%s\",\"policy\":\"%s\",\"events\":%llu,"
-                        "\"peak_live_bytes\":%llu,\"peak_reserved_bytes\":%llu,"
-                        "\"reserved_ratio\":%.5f,\"floor_ratio\":%.5f,"
-                        "\"fragmentation_at_peak\":%.5f,\"backend_calls\":%llu,"
-                        "\"ns_per_op\":%.2f,\"malloc_ns_per_op\":%.2f,\"failed_allocs\":%llu}\n",
-                        base_name(argv[i]), pn, (unsigned long long)r.events,
-                        (unsigned long long)r.peak_live_bytes,
-                        (unsigned long long)r.peak_reserved_bytes, r.reserved_ratio,
-                        r.floor_ratio, r.fragmentation_at_peak,
-                        (unsigned long long)r.backend_calls, r.ns_per_op, r.malloc_ns_per_op,
-                        (unsigned long long)r.failed_allocs);
+                vram_replay_print_json(base_name(argv[i]), pn, vram_config_get()->granularity, &r,
+                                       vram_write_stdio, jl);
             }
             fflush(stdout);
         }

@@ -8,6 +8,7 @@
 
 #include "vramkit/pool.h"
 #include "vramkit/trace.h"
+#include "vramkit/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,17 @@ int vram_replay_opts_init(vram_replay_opts *opts);
  * the replay continues. Errors (VRAM_EINVAL, VRAM_EHOSTMEM, backend creation)
  * stop it; a full device does not. */
 int vram_replay_run(const vram_trace *trace, const vram_replay_opts *opts, vram_replay_result *out);
+
+/* The table the CLI and the benchmark print: a header line, and one row per
+ * replay (`name` is shown as given). Return 0 or the writer's error. */
+int vram_replay_print_header(vram_write_fn write, void *ctx);
+int vram_replay_print_row(const char *name, const char *policy, const vram_replay_result *r,
+                          vram_write_fn write, void *ctx);
+
+/* One JSON object on one line: trace, policy, granularity and every field
+ * of the result (first_failure as an object when there was one). */
+int vram_replay_print_json(const char *trace, const char *policy, uint64_t granularity,
+                           const vram_replay_result *r, vram_write_fn write, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -10,9 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include <cjson/cJSON.h>
-
 #include "internal.h"
+#include "json_emit.h"
 #include "log_internal.h"
 #include "vramkit/config.h"
 
@@ -202,15 +201,7 @@ static int print_json(vram_write_fn write, void *ctx)
         cJSON_AddStringToObject(o, "env", var);
         cJSON_AddStringToObject(o, "help", descs[i].help);
     }
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!text)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory printing the configuration JSON");
-    int rc = write(ctx, text, strlen(text));
-    if (!rc)
-        rc = write(ctx, "\n", 1);
-    cJSON_free(text);
-    return rc;
+    return vram__emit_json(root, write, ctx);
 }
 
 int vram_config_print(vram_write_fn write, void *ctx, int json)

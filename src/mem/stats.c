@@ -153,19 +153,6 @@ static cJSON *stats_json(const vram_pool_stats *s)
     return o;
 }
 
-int vram__emit_json(cJSON *root, vram_write_fn write, void *ctx)
-{
-    char *text = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory printing JSON");
-    int rc = write(ctx, text, strlen(text));
-    if (!rc)
-        rc = write(ctx, "\n", 1);
-    cJSON_free(text);
-    return rc;
-}
-
 cJSON *vram__pool_summary_json(vram_pool *p)
 {
     vram_pool_stats s;

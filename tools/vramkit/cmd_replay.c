@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
 #include "vramkit.h"
 
@@ -23,62 +21,6 @@ static const char *const help =
     "run (median of --runs timed runs each, alternating). Requests the capacity cannot\n"
     "hold are reported and the replay continues. --json prints one object per trace.\n"
     "Sizes accept K/M/G suffixes (powers of 1024).\n";
-
-static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
-
-static void print_header(void)
-{
-    printf("%-30s %-8s %7s %9s %9s %6s %6s %6s %8s %7s %8s %6s\n", "trace", "policy", "events",
-           "live MiB", "held MiB", "ratio", "floor", "frag", "backend", "ns/op", "malloc", "failed");
-}
-
-static void print_row(const char *name, const char *policy, const vram_replay_result *r)
-{
-    printf("%-30s %-8s %7llu %9.1f %9.1f %6.3f %6.3f %6.3f %8llu %7.1f %8.1f %6llu\n", name,
-           policy, (unsigned long long)r->events, mib(r->peak_live_bytes),
-           mib(r->peak_reserved_bytes), r->reserved_ratio, r->floor_ratio,
-           r->fragmentation_at_peak, (unsigned long long)r->backend_calls,
-           r->ns_per_op, r->malloc_ns_per_op, (unsigned long long)r->failed_allocs);
-}
-
-static int print_json(const char *path, const char *policy, uint64_t granularity,
-                      const vram_replay_result *r)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return 1;
-    cJSON_AddStringToObject(o, "trace", path);
-    cJSON_AddStringToObject(o, "policy", policy);
-    cJSON_AddNumberToObject(o, "granularity", (double)granularity);
-    cJSON_AddNumberToObject(o, "events", (double)r->events);
-    cJSON_AddNumberToObject(o, "allocs", (double)r->allocs);
-    cJSON_AddNumberToObject(o, "frees", (double)r->frees);
-    cJSON_AddNumberToObject(o, "peak_live_bytes", (double)r->peak_live_bytes);
-    cJSON_AddNumberToObject(o, "peak_reserved_bytes", (double)r->peak_reserved_bytes);
-    cJSON_AddNumberToObject(o, "reserved_ratio", r->reserved_ratio);
-    cJSON_AddNumberToObject(o, "fragmentation_at_peak", r->fragmentation_at_peak);
-    cJSON_AddNumberToObject(o, "peak_live_pending_bytes", (double)r->peak_live_pending_bytes);
-    cJSON_AddNumberToObject(o, "floor_ratio", r->floor_ratio);
-    cJSON_AddNumberToObject(o, "ns_per_op", r->ns_per_op);
-    cJSON_AddNumberToObject(o, "malloc_ns_per_op", r->malloc_ns_per_op);
-    cJSON_AddNumberToObject(o, "backend_calls", (double)r->backend_calls);
-    cJSON_AddNumberToObject(o, "failed_allocs", (double)r->failed_allocs);
-    if (r->failed_allocs) {
-        cJSON *f = cJSON_AddObjectToObject(o, "first_failure");
-        if (f) {
-            cJSON_AddNumberToObject(f, "line", r->first_failure_line);
-            cJSON_AddNumberToObject(f, "size", (double)r->first_failure_size);
-            cJSON_AddStringToObject(f, "message", r->first_failure);
-        }
-    }
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text)
-        return 1;
-    printf("%s\n", text);
-    cJSON_free(text);
-    return 0;
-}
 
 static const char *base_name(const char *path)
 {
@@ -167,14 +109,18 @@ int cmd_replay(int argc, char **argv)
             status = 1;
             continue;
         }
-        if (json)
-            print_json(traces[t], policy, o.pool.granularity, &r);
-        else {
-            if (!header_done)
-                print_header();
+        if (json) {
+            rc = vram_replay_print_json(traces[t], policy, o.pool.granularity, &r,
+                                        vram_write_stdio, stdout);
+        } else {
+            rc = header_done ? 0 : vram_replay_print_header(vram_write_stdio, stdout);
             header_done = 1;
-            print_row(base_name(traces[t]), policy, &r);
+            if (!rc)
+                rc = vram_replay_print_row(base_name(traces[t]), policy, &r, vram_write_stdio,
+                                           stdout);
         }
+        if (rc)
+            return cli_lib_error("replay", rc);
         if (r.failed_allocs)
             fprintf(stderr,
                     "vramkit replay: %s: %llu request(s) refused; the first, line %u, %llu bytes: "
