@@ -31,9 +31,9 @@ extern "C" {
       "vmm: unit in which physical memory is mapped")                          \
     X(CAPACITY, capacity, SIZE, "140GiB", "",                                  \
       "sim and host: bytes of device memory the backend can hand out")         \
-    X(RETAIN_MIN, retain_min, SIZE, "0", "",                                   \
-      "vmm: free mapped memory always kept mapped (hysteresis)")               \
-    X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.01", "",                          \
+    X(RETAIN_MIN, retain_min, SIZE, "64MiB", "",                               \
+      "vmm: free mapped memory kept mapped (hysteresis), at least")            \
+    X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.25", "",                          \
       "vmm: free mapped memory kept, as a fraction of the peak live bytes")    \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \

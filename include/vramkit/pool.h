@@ -6,8 +6,10 @@
  *  - VRAM_POLICY_VMM (default): one reserved virtual range per size class
  *    (small requests apart from large ones), backed by physical memory mapped
  *    at the granularity where blocks live. Free granules stay mapped up to a
- *    retention limit (hysteresis), then are unmapped oldest first. Physical
- *    pages can back any address, so free space never strands inside a segment.
+ *    retention limit (hysteresis), then are unmapped oldest first; retained
+ *    granules never raise the peak: before mapping beyond the most ever held,
+ *    retained ones are unmapped first. Physical pages can back any address,
+ *    so free space never strands inside a segment.
  *  - VRAM_POLICY_SEGMENTS: segments from the backend (2 MiB for small
  *    requests, 20 MiB for medium ones, the request rounded up to 2 MiB for
  *    large ones), split and coalesced within a segment, as PyTorch's caching

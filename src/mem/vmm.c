@@ -160,13 +160,34 @@ static void page_range(const vram_pool *p, int r, uint64_t addr, uint64_t size, 
     *last = p->vmm[r].page0 + (addr + size - 1 - base) / p->granularity;
 }
 
+static int unmap_down_to(vram_pool *p, uint64_t limit, uint64_t *released);
+
 int vram__vmm_back(vram_pool *p, vram__block *b)
 {
     uint64_t first, last, g = p->granularity;
     page_range(p, b->region, b->addr, b->size, &first, &last);
     uint8_t *st = p->page_state;
+    /* Free granules in the block's range are reused: they are in use from now
+     * (if mapping the rest fails, releasing the block frees them again). */
+    uint64_t need = 0;
+    for (uint64_t i = first; i <= last; i++) {
+        if (st[i] == VRAM__PAGE_FREE) {
+            lru_remove(p, (int32_t)i);
+            p->free_mapped -= g;
+            st[i] = VRAM__PAGE_USED;
+        } else if (st[i] == VRAM__PAGE_UNMAPPED) {
+            need += g;
+        }
+    }
+    /* Retained granules never raise the peak: if mapping the new ones would,
+     * give back retained ones first. */
+    uint64_t after = p->st.reserved_bytes + need;
+    if (need && p->free_mapped && after > p->st.peak_reserved_bytes) {
+        uint64_t over = after - p->st.peak_reserved_bytes;
+        unmap_down_to(p, p->free_mapped > over ? p->free_mapped - over : 0, NULL);
+    }
     int rc = 0;
-    for (uint64_t i = first; i <= last;) {
+    for (uint64_t i = first; i <= last && need;) {
         if (st[i] != VRAM__PAGE_UNMAPPED) {
             i++;
             continue;
@@ -197,13 +218,10 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
                 j++;
             p->st.backend_calls_total++;
             int urc = vram__backend_unmap(p->backend, page_addr(p, (int64_t)i), (j - i) * g);
-            if (urc) { /* keep it mapped, as free memory */
+            if (urc) { /* still mapped: the release of the block lists it as free */
                 p->st.backend_failures_total++;
-                for (uint64_t k = i; k < j; k++) {
-                    st[k] = VRAM__PAGE_FREE;
-                    lru_push(p, (int32_t)k);
-                    p->free_mapped += g;
-                }
+                for (uint64_t k = i; k < j; k++)
+                    st[k] = VRAM__PAGE_USED;
             } else {
                 vram__pool_reserved_sub(p, (j - i) * g);
                 for (uint64_t k = i; k < j; k++)
@@ -213,13 +231,9 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
         }
         return rc;
     }
-    for (uint64_t i = first; i <= last; i++) {
-        if (st[i] == VRAM__PAGE_FREE) {
-            lru_remove(p, (int32_t)i);
-            p->free_mapped -= g;
-        }
-        st[i] = VRAM__PAGE_USED;
-    }
+    for (uint64_t i = first; i <= last; i++)
+        if (st[i] == PAGE_NEW)
+            st[i] = VRAM__PAGE_USED;
     return 0;
 }
 

@@ -464,8 +464,8 @@ static void test_config_defaults(void **state)
     assert_int_equal(c->backend, 0); /* sim */
     assert_int_equal(c->alignment, 256);
     assert_int_equal(c->capacity, 140 * GiB);
-    assert_int_equal(c->retain_min, 0);
-    assert_true(c->retain_ratio > 0.0099 && c->retain_ratio < 0.0101);
+    assert_int_equal(c->retain_min, 64 * MiB);
+    assert_true(c->retain_ratio > 0.2499 && c->retain_ratio < 0.2501);
     assert_int_equal(c->small_size, MiB);
     assert_int_equal(c->large_round, 64 * KiB);
     assert_int_equal(c->segment_small, 2 * MiB);
@@ -485,14 +485,14 @@ static void test_config_environment(void **state)
     (void)state;
     assert_int_equal(setenv("VRAM_GRANULARITY", "4MiB", 1), 0);
     assert_int_equal(setenv("VRAM_POLICY", "Segments", 1), 0);
-    assert_int_equal(setenv("VRAM_RETAIN_RATIO", "0.25", 1), 0);
+    assert_int_equal(setenv("VRAM_RETAIN_RATIO", "0.125", 1), 0);
     assert_int_equal(setenv("VRAM_TRACE", "/tmp/t.csv.gz", 1), 0);
     vram_config_reset();
     assert_int_equal(vram_config_load(), 0);
     const vram_config *c = vram_config_get();
     assert_int_equal(c->granularity, 4 * MiB);
     assert_int_equal(c->policy, 1);
-    assert_true(c->retain_ratio == 0.25);
+    assert_true(c->retain_ratio == 0.125);
     assert_string_equal(c->trace, "/tmp/t.csv.gz");
 
     cJSON *root = config_json();
@@ -569,7 +569,7 @@ static void test_config_environment_malformed(void **state)
     vram_config_reset();
     assert_int_equal(vram_config_load(), VRAM_EINVAL);
     assert_contains(vram_last_error(), "VRAM_RETAIN_RATIO");
-    assert_true(vram_config_get()->retain_ratio == 0.01);
+    assert_true(vram_config_get()->retain_ratio == 0.25);
 
     /* Cleaning the environment clears the error. */
     unsetenv("VRAM_RETAIN_RATIO");
@@ -640,7 +640,7 @@ static void test_config_set(void **state)
     /* reset forgets overrides. */
     vram_config_reset();
     assert_int_equal(c->granularity, 2 * MiB);
-    assert_true(c->retain_ratio == 0.01);
+    assert_true(c->retain_ratio == 0.25);
     root = config_json();
     assert_string_equal(json_field(root, "GRANULARITY", "source"), "default");
     cJSON_Delete(root);
