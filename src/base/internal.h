@@ -43,6 +43,12 @@ void *vram__calloc(size_t n, size_t size);
 void *vram__realloc_array(void *ptr, size_t n, size_t size);
 char *vram__strdup(const char *s);
 
+/* Make room for one more element in a growable array (`arr`, with *cap
+ * elements allocated, n used): doubles the capacity, starting at `first`.
+ * Returns the array to use from now on, or NULL (VRAM_EHOSTMEM recorded;
+ * `arr` is unchanged and still owned by the caller). */
+void *vram__grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first);
+
 #define VRAM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline uint64_t vram__align_up(uint64_t v, uint64_t a)

@@ -131,6 +131,17 @@ void *vram__realloc_array(void *ptr, size_t n, size_t size)
     return p;
 }
 
+void *vram__grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return arr;
+    size_t want = *cap ? *cap * 2 : first;
+    void *p = vram__realloc_array(arr, want, elem);
+    if (p)
+        *cap = want;
+    return p;
+}
+
 char *vram__strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

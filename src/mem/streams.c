@@ -28,14 +28,11 @@ static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
             return 0;
         }
     }
-    if (p->n_streams == p->cap_streams) {
-        size_t cap = p->cap_streams ? p->cap_streams * 2 : 8;
-        vram__stream_state *n = vram__realloc_array(p->streams, cap, sizeof *n);
-        if (!n)
-            return VRAM_EHOSTMEM;
-        p->streams = n;
-        p->cap_streams = cap;
-    }
+    vram__stream_state *grown =
+        vram__grow(p->streams, &p->cap_streams, p->n_streams, sizeof *p->streams, 8);
+    if (!grown)
+        return VRAM_EHOSTMEM;
+    p->streams = grown;
     p->last_stream = p->n_streams;
     vram__stream_state *ss = &p->streams[p->n_streams];
     *ss = (vram__stream_state){.handle = s, .ordinal = (uint32_t)p->n_streams};

@@ -217,14 +217,10 @@ static int stream_index(parser *p, uint64_t stream, uint32_t *out)
         return 0;
     }
     vram_trace *t = p->t;
-    if (t->n_streams == p->cap_streams) {
-        size_t cap = p->cap_streams ? p->cap_streams * 2 : 8;
-        uint64_t *s = vram__realloc_array(t->streams, cap, sizeof *s);
-        if (!s)
-            return VRAM_EHOSTMEM;
-        t->streams = s;
-        p->cap_streams = cap;
-    }
+    uint64_t *streams = vram__grow(t->streams, &p->cap_streams, t->n_streams, sizeof *streams, 8);
+    if (!streams)
+        return VRAM_EHOSTMEM;
+    t->streams = streams;
     uint32_t i = (uint32_t)t->n_streams;
     if (stream == 0) {
         p->zero_stream = i;
@@ -253,14 +249,11 @@ static int take_slot(parser *p, uint32_t *out)
 
 static int give_slot(parser *p, uint32_t slot)
 {
-    if (p->n_free_slots == p->cap_free_slots) {
-        size_t cap = p->cap_free_slots ? p->cap_free_slots * 2 : 64;
-        uint32_t *s = vram__realloc_array(p->free_slots, cap, sizeof *s);
-        if (!s)
-            return VRAM_EHOSTMEM;
-        p->free_slots = s;
-        p->cap_free_slots = cap;
-    }
+    uint32_t *slots =
+        vram__grow(p->free_slots, &p->cap_free_slots, p->n_free_slots, sizeof *slots, 64);
+    if (!slots)
+        return VRAM_EHOSTMEM;
+    p->free_slots = slots;
     p->free_slots[p->n_free_slots++] = slot;
     return 0;
 }

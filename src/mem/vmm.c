@@ -319,16 +319,12 @@ static void add_interval(collect *c, uint64_t a, uint64_t b)
 {
     if (a >= b || c->failed)
         return;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        interval *iv = vram__realloc_array(c->iv, cap, sizeof *iv);
-        if (!iv) {
-            c->failed = 1;
-            return;
-        }
-        c->iv = iv;
-        c->cap = cap;
+    interval *iv = vram__grow(c->iv, &c->cap, c->n, sizeof *iv, 256);
+    if (!iv) {
+        c->failed = 1;
+        return;
     }
+    c->iv = iv;
     c->iv[c->n++] = (interval){a, b};
 }
 
