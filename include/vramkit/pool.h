@@ -16,11 +16,12 @@
  *    allocator does. Free segments return to the backend on trim and when the
  *    backend runs out of memory.
  *
- * Stream order: vram_pool_free(pool, ptr, s) makes the block reusable at once
- * by later work on stream s, and by other streams only once an event recorded
- * at the free has completed. Backends with real events (CUDA) record one at
- * each cross-stream-visible free and query it lazily, waiting only when memory
- * is short. On backends without events (sim, host) completion is modelled
+ * Stream order: a block freed with vram_pool_free(pool, ptr, s) is reusable
+ * by other streams only once an event recorded at the free has completed.
+ * Backends with real events (CUDA) record one at each free and query it
+ * lazily, waiting only when memory is short; the block is reusable by every
+ * stream, s included, once its event completed (a failed query or wait keeps
+ * it pending). On backends without events (sim, host) completion is modelled
  * conservatively: the event of a free on stream s completes when s issues its
  * next operation on this pool (an allocation or a free); until then the block
  * is reusable by s alone. An operation is an allocation or free call that
@@ -99,7 +100,8 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
 /* Destroy a pool and give everything back to the backend. Refuses with
  * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
  * how many and their bytes. VRAM_EBACKEND means the pool is gone but the
- * backend refused to take some memory back (it is lost to the backend).
+ * backend refused to take some memory back (it is lost to the backend);
+ * VRAM_EIO that the pool is gone but its trace could not be finished.
  * NULL is accepted. */
 int vram_pool_destroy(vram_pool *pool);
 

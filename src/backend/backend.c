@@ -104,11 +104,18 @@ void vram_backend_stats_get(const vram_backend *b, vram_backend_stats *out)
 void vram__backend_acquire_user(vram_backend *b) { atomic_fetch_add(&b->users, 1); }
 void vram__backend_release_user(vram_backend *b) { atomic_fetch_sub(&b->users, 1); }
 
-static int counted(vram_backend *b, int rc)
+/* Count a call; a failing backend that left no sentence gets one, so the
+ * pool's message never quotes an older, unrelated failure (the caller clears
+ * the last error before the call). */
+static int counted(vram_backend *b, int rc, const char *what, uint64_t size)
 {
     atomic_fetch_add_explicit(&b->calls, 1, memory_order_relaxed);
-    if (rc)
+    if (rc) {
         atomic_fetch_add_explicit(&b->failed_calls, 1, memory_order_relaxed);
+        if (!*vram_last_error())
+            vram__fail(rc, "backend %s: %s of %llu bytes failed (%s)", b->ops->name, what,
+                       (unsigned long long)size, vram_err_name(rc));
+    }
     return rc;
 }
 
@@ -129,7 +136,8 @@ static void held_sub(vram_backend *b, uint64_t bytes)
 
 int vram__backend_segment_alloc(vram_backend *b, uint64_t size, vram_stream s, uint64_t *addr)
 {
-    int rc = counted(b, b->ops->segment_alloc(b->self, size, s, addr));
+    vram_clear_error();
+    int rc = counted(b, b->ops->segment_alloc(b->self, size, s, addr), "segment_alloc", size);
     if (!rc)
         held_add(b, size);
     return rc;
@@ -137,7 +145,8 @@ int vram__backend_segment_alloc(vram_backend *b, uint64_t size, vram_stream s, u
 
 int vram__backend_segment_free(vram_backend *b, uint64_t addr, uint64_t size, vram_stream s)
 {
-    int rc = counted(b, b->ops->segment_free(b->self, addr, size, s));
+    vram_clear_error();
+    int rc = counted(b, b->ops->segment_free(b->self, addr, size, s), "segment_free", size);
     if (!rc)
         held_sub(b, size);
     return rc;
@@ -145,17 +154,20 @@ int vram__backend_segment_free(vram_backend *b, uint64_t addr, uint64_t size, vr
 
 int vram__backend_reserve(vram_backend *b, uint64_t size, uint64_t *addr)
 {
-    return counted(b, b->ops->reserve(b->self, size, addr));
+    vram_clear_error();
+    return counted(b, b->ops->reserve(b->self, size, addr), "reserve", size);
 }
 
 int vram__backend_release(vram_backend *b, uint64_t addr, uint64_t size)
 {
-    return counted(b, b->ops->release(b->self, addr, size));
+    vram_clear_error();
+    return counted(b, b->ops->release(b->self, addr, size), "release", size);
 }
 
 int vram__backend_map(vram_backend *b, uint64_t addr, uint64_t size)
 {
-    int rc = counted(b, b->ops->map(b->self, addr, size));
+    vram_clear_error();
+    int rc = counted(b, b->ops->map(b->self, addr, size), "map", size);
     if (!rc)
         held_add(b, size);
     return rc;
@@ -163,7 +175,8 @@ int vram__backend_map(vram_backend *b, uint64_t addr, uint64_t size)
 
 int vram__backend_unmap(vram_backend *b, uint64_t addr, uint64_t size)
 {
-    int rc = counted(b, b->ops->unmap(b->self, addr, size));
+    vram_clear_error();
+    int rc = counted(b, b->ops->unmap(b->self, addr, size), "unmap", size);
     if (!rc)
         held_sub(b, size);
     return rc;

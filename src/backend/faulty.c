@@ -7,14 +7,15 @@
 
 typedef struct faulty {
     vram_backend *inner;
-    uint64_t from, count, seen;
+    uint64_t from, count;
+    _Atomic uint64_t seen;
     vram_backend_ops ops; /* the inner table's shape, with our functions */
 } faulty;
 
 static int should_fail(faulty *f) /* counts the call */
 {
-    f->seen++;
-    return f->seen >= f->from && f->seen - f->from < f->count;
+    uint64_t n = atomic_fetch_add(&f->seen, 1) + 1;
+    return n >= f->from && n - f->from < f->count;
 }
 
 #define FAIL_ACQUIRE(what)                                                                         \

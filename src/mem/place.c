@@ -89,8 +89,13 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram
             return vram__fail(VRAM_EBACKEND, "segment grown for %llu bytes does not fit them",
                               (unsigned long long)size);
     }
-    if (should_split(p, b, size))
+    if (should_split(p, b, size)) {
+        if (vram__block_reserve(&p->slab)) { /* the new segment took the spare */
+            vram__pool_release(p, b);
+            return VRAM_EHOSTMEM;
+        }
         split(p, b, size);
+    }
     b->state = VRAM__LIVE;
     if (p->policy == VRAM_POLICY_VMM) {
         int rc = vram__vmm_back(p, b);

@@ -3,6 +3,7 @@
  * lookup, and the names of kinds and policies. Every call takes the pool's
  * lock; the work under it is bookkeeping on the host. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,7 +95,13 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (o->large_round && !vram__is_pow2(o->large_round))
         return vram__fail(VRAM_EINVAL, "large_round %llu must be a power of two",
                           (unsigned long long)o->large_round);
-    if (o->retain_ratio < 0 || o->retain_ratio > 1)
+    if (o->policy == VRAM_POLICY_VMM && o->alignment > g)
+        return vram__fail(VRAM_EINVAL, "alignment %llu is larger than the granularity %llu",
+                          (unsigned long long)o->alignment, (unsigned long long)g);
+    if (b->capacity > VRAM__CAPACITY_MAX)
+        return vram__fail(VRAM_EINVAL, "capacity %llu is beyond the %llu bytes a pool can index",
+                          (unsigned long long)b->capacity, (unsigned long long)VRAM__CAPACITY_MAX);
+    if (!(o->retain_ratio >= 0 && o->retain_ratio <= 1))
         return vram__fail(VRAM_EINVAL, "retain_ratio %g must be between 0 and 1", o->retain_ratio);
     if (o->policy == VRAM_POLICY_SEGMENTS &&
         (o->small_size > o->segment_small || o->segment_small > o->segment_medium))
@@ -133,6 +140,18 @@ static void pool_free_host(vram_pool *p)
     pthread_mutex_destroy(&p->lock);
     free(p->name);
     free(p);
+}
+
+/* Undo a creation that got as far as the backend, keeping the sentence that
+ * says why it failed (cleanup calls the backend, which resets it). */
+static int create_failed(vram_pool *p, int rc)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", vram_last_error());
+    if (p->policy == VRAM_POLICY_VMM)
+        vram__vmm_destroy(p);
+    pool_free_host(p);
+    return vram__fail(rc, "%s", why);
 }
 
 int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
@@ -189,20 +208,13 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     }
     if (p->policy == VRAM_POLICY_VMM) {
         rc = vram__vmm_init(p);
-        if (rc) {
-            vram__vmm_destroy(p);
-            pool_free_host(p);
-            return rc;
-        }
+        if (rc)
+            return create_failed(p, rc);
     }
     if (opts->trace_path && *opts->trace_path) {
         rc = vram_trace_writer_open(opts->trace_path, &p->trace);
-        if (rc) {
-            if (p->policy == VRAM_POLICY_VMM)
-                vram__vmm_destroy(p);
-            pool_free_host(p);
-            return rc;
-        }
+        if (rc)
+            return create_failed(p, rc);
     }
     *out = p;
     return 0;
@@ -221,7 +233,7 @@ int vram_pool_destroy(vram_pool *p)
         vram__pool_unlock(p);
         return rc;
     }
-    vram__streams_flush_all(p);
+    vram__streams_flush_all(p, 1);
     int rc = 0;
     if (p->policy == VRAM_POLICY_VMM) {
         rc = vram__vmm_destroy(p);
@@ -232,10 +244,15 @@ int vram_pool_destroy(vram_pool *p)
                       p->name, vram_last_error());
     }
     vram__pool_unlock(p);
+    int trace_rc = p->trace ? vram_trace_writer_close(p->trace) : 0;
+    p->trace = NULL;
     pool_free_host(p);
-    return rc ? vram__fail(VRAM_EBACKEND, "pool destroyed, but the backend refused to take back "
-                                          "some memory")
-              : 0;
+    if (rc)
+        return vram__fail(VRAM_EBACKEND,
+                          "pool destroyed, but the backend refused to take back some memory");
+    if (trace_rc)
+        return vram__fail_prefix(VRAM_EIO, "pool destroyed, but its trace is incomplete: ");
+    return 0;
 }
 
 /* A small number per calling thread, for the trace's Thread column. */
@@ -314,29 +331,29 @@ static int release_free_memory(vram_pool *p, uint64_t *released)
 /* An explicit trim synchronises: every pending free completes first. */
 static int trim_locked(vram_pool *p, uint64_t *released)
 {
-    vram__streams_flush_all(p);
-    return release_free_memory(p, released);
+    int wrc = vram__streams_flush_all(p, 0);
+    int rc = release_free_memory(p, released);
+    return rc ? rc : wrc;
 }
 
 static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kind,
                         vram_stream s, void **ptr)
 {
     if (!size)
-        return refuse(p, vram__fail(VRAM_EINVAL, "pool \"%s\": allocation of 0 bytes", p->name),
-                      size, owner < p->n_owners ? owner : 0, kind, s);
+        return vram__fail(VRAM_EINVAL, "pool \"%s\": allocation of 0 bytes", p->name);
     if (owner >= p->n_owners || (unsigned)kind >= VRAM_KIND_COUNT)
         return vram__fail(VRAM_EINVAL, "pool \"%s\": unknown %s %u", p->name,
                           owner >= p->n_owners ? "owner" : "kind",
                           owner >= p->n_owners ? owner : (unsigned)kind);
+    vram__stream_state *ss;
+    int rc = vram__stream_begin(p, s, &ss);
+    if (rc)
+        return rc;
     if (size > (1ull << 56))
         return refuse(p, vram__fail(VRAM_ENOMEM, "pool \"%s\": request of %llu bytes is larger "
                                                  "than any device",
                                     p->name, (unsigned long long)size),
                       size, owner, kind, s);
-    vram__stream_state *ss;
-    int rc = vram__stream_begin(p, s, &ss);
-    if (rc)
-        return rc;
     vram__owner *o = &p->owners[owner];
     if (o->budget && size > o->budget - (o->u.live_bytes < o->budget ? o->u.live_bytes : o->budget)) {
         char a[32], l[32], b[32];

@@ -17,6 +17,9 @@
 #include "vramkit/trace.h"
 
 #define VRAM__REGIONS 2 /* 0: small requests, 1: large ones */
+/* The free index covers blocks below 2^60 bytes; the large region spans
+ * twice the capacity. */
+#define VRAM__CAPACITY_MAX (1ull << 56)
 #define VRAM__NO_PAGE (-1)
 
 typedef struct vram__stream_state {
@@ -118,7 +121,9 @@ int vram__segments_should_split(const vram_pool *p, const vram__block *b, uint64
 int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out);
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
 uint64_t vram__streams_wait_all(vram_pool *p);
-void vram__streams_flush_all(vram_pool *p);
+/* Complete every pending free, waiting for real events; without `force` a
+ * block whose wait fails stays pending (and its error is returned). */
+int vram__streams_flush_all(vram_pool *p, int force);
 void vram__streams_destroy(vram_pool *p);
 
 /* owners.c */

@@ -105,7 +105,8 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     r->backend_calls = p->st.backend_calls_total;
     if (r->peak_live_bytes) {
         r->reserved_ratio = (double)r->peak_reserved_bytes / (double)r->peak_live_bytes;
-        r->floor_ratio = (double)r->peak_live_pending_bytes / (double)r->peak_live_bytes;
+        /* Both from the trace: refused requests lower the pool's peak. */
+        r->floor_ratio = (double)r->peak_live_pending_bytes / (double)c->t->peak_live_bytes;
     }
     finish_pool(c);
     return 0;

@@ -30,6 +30,7 @@ int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s)
     if (rc == VRAM_ENOMEM) {
         p->st.backend_failures_total++;
         uint64_t released = 0;
+        p->st.trims_total++;
         vram__segments_trim(p, &released);
         if (released) {
             p->st.backend_calls_total++;

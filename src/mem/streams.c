@@ -59,7 +59,11 @@ static void poll_events(vram_pool *p, vram__stream_state *ss)
         vram__block *b = ss->pending_head;
         if (b->event) {
             int done = p->backend->ops->event_query(p->backend->self, b->event);
-            if (done == 0)
+            if (done < 0)
+                vram__log(VRAM_LOG_WARN, "pool \"%s\": querying an event failed (%s); the "
+                                         "block stays pending",
+                          p->name, vram_last_error());
+            if (done <= 0)
                 return;
             p->backend->ops->event_release(p->backend->self, b->event);
         } else if (b->seq >= ss->seq) {
@@ -136,20 +140,26 @@ uint64_t vram__streams_wait_all(vram_pool *p)
     return released;
 }
 
-void vram__streams_flush_all(vram_pool *p)
+int vram__streams_flush_all(vram_pool *p, int force)
 {
+    int rc = 0;
     for (size_t i = 0; i < p->n_streams; i++) {
         vram__stream_state *ss = &p->streams[i];
         while (ss->pending_head) {
             vram__block *b = ss->pending_head;
             if (b->event) {
-                p->backend->ops->event_wait(p->backend->self, b->event);
+                int wrc = p->backend->ops->event_wait(p->backend->self, b->event);
+                if (wrc && !force) { /* the work may still run: keep the block */
+                    rc = wrc;
+                    break;
+                }
                 p->backend->ops->event_release(p->backend->self, b->event);
             }
             unlink_head(p, ss);
             vram__pool_release(p, b);
         }
     }
+    return rc;
 }
 
 void vram__streams_destroy(vram_pool *p)

@@ -306,6 +306,7 @@ int vram__vmm_trim(vram_pool *p, uint64_t *released)
 
 typedef struct interval {
     uint64_t a, b;
+    int region; /* runs in different reservations never join */
 } interval;
 
 typedef struct collect {
@@ -315,7 +316,7 @@ typedef struct collect {
     int failed;
 } collect;
 
-static void add_interval(collect *c, uint64_t a, uint64_t b)
+static void add_interval(collect *c, int region, uint64_t a, uint64_t b)
 {
     if (a >= b || c->failed)
         return;
@@ -325,7 +326,7 @@ static void add_interval(collect *c, uint64_t a, uint64_t b)
         return;
     }
     c->iv = iv;
-    c->iv[c->n++] = (interval){a, b};
+    c->iv[c->n++] = (interval){a, b, region};
 }
 
 /* The mapped parts of a free block's first and last granules (those shared
@@ -342,7 +343,7 @@ static void collect_edges(void *ctx, vram__block *b)
         if (p->page_state[ends[e]] != VRAM__PAGE_USED)
             continue;
         uint64_t pa = page_addr(p, (int64_t)ends[e]);
-        add_interval(c, fa > pa ? fa : pa, fb < pa + g ? fb : pa + g);
+        add_interval(c, b->region, fa > pa ? fa : pa, fb < pa + g ? fb : pa + g);
     }
 }
 
@@ -359,14 +360,15 @@ uint64_t vram__vmm_largest_free(vram_pool *p)
         vram__tlsf_each(&p->free[r], collect_edges, &c);
     for (int32_t gi = p->lru_head; gi != VRAM__NO_PAGE; gi = p->lru_next[gi]) {
         uint64_t pa = page_addr(p, gi);
-        add_interval(&c, pa, pa + p->granularity);
+        add_interval(&c, page_region(p, gi), pa, pa + p->granularity);
     }
     uint64_t best = 0;
     if (c.n) {
         qsort(c.iv, c.n, sizeof *c.iv, cmp_interval);
         uint64_t a = c.iv[0].a, b = c.iv[0].b;
+        int region = c.iv[0].region;
         for (size_t i = 1; i <= c.n; i++) {
-            if (i < c.n && c.iv[i].a <= b) {
+            if (i < c.n && c.iv[i].a <= b && c.iv[i].region == region) {
                 if (c.iv[i].b > b)
                     b = c.iv[i].b;
                 continue;
@@ -376,6 +378,7 @@ uint64_t vram__vmm_largest_free(vram_pool *p)
             if (i < c.n) {
                 a = c.iv[i].a;
                 b = c.iv[i].b;
+                region = c.iv[i].region;
             }
         }
     }
