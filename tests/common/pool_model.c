@@ -28,16 +28,23 @@ void pm_failf(pm_model *m, const char *fmt, ...)
     abort(); /* the callback must not return */
 }
 
+/* Room for one more element in a growable array; the model aborts when the
+ * host is out of memory (it only runs in tests and fuzzers). */
+static void *grow_or_abort(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return arr;
+    size_t want = *cap ? *cap * 2 : first;
+    void *v = realloc(arr, want * elem);
+    if (!v)
+        abort();
+    *cap = want;
+    return v;
+}
+
 static void rvec_push(pm_rvec *r, uint64_t addr, uint64_t size)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 16;
-        pm_range *v = realloc(r->v, cap * sizeof *v);
-        if (!v)
-            abort();
-        r->v = v;
-        r->cap = cap;
-    }
+    r->v = grow_or_abort(r->v, &r->cap, r->n, sizeof *r->v, 16);
     r->v[r->n++] = (pm_range){addr, size};
 }
 
@@ -215,14 +222,7 @@ int pm_alloc(pm_model *m, uint64_t size, int owner, int kind, int s)
             if (overlaps(a, bi.size, m->strict[t].v[i].addr, m->strict[t].v[i].size))
                 m->ambiguous_reuse++;
     }
-    if (m->n_live == m->cap_live) {
-        size_t cap = m->cap_live ? m->cap_live * 2 : 256;
-        pm_block *v = realloc(m->live, cap * sizeof *v);
-        if (!v)
-            abort();
-        m->live = v;
-        m->cap_live = cap;
-    }
+    m->live = grow_or_abort(m->live, &m->cap_live, m->n_live, sizeof *m->live, 256);
     m->live[m->n_live++] = (pm_block){a, bi.size, size, owner, kind, s};
     m->allocated += bi.size;
     usage_alloc(&m->u_pool, size);
