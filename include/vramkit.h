@@ -1,5 +1,6 @@
 /* vramkit.h - the public API of vramkit in one header: errors, options,
- * logging, backends, pools, statistics, traces and trace replay. */
+ * logging, devices, NVML readings, context costs, backends, pools,
+ * statistics, traces, trace replay and the PyTorch allocator. */
 #ifndef VRAMKIT_H
 #define VRAMKIT_H
 
@@ -7,10 +8,14 @@
 #include "vramkit/error.h"
 #include "vramkit/config.h"
 #include "vramkit/log.h"
+#include "vramkit/device.h"
+#include "vramkit/nvml.h"
+#include "vramkit/ctxcost.h"
 #include "vramkit/backend.h"
 #include "vramkit/pool.h"
 #include "vramkit/stats.h"
 #include "vramkit/trace.h"
 #include "vramkit/replay.h"
+#include "vramkit/torch.h"
 
 #endif

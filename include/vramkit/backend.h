@@ -8,9 +8,15 @@
  * Events are optional: a backend without them (sim, host) lets the pool model
  * event completion itself (see vramkit/pool.h).
  *
- * Built in: "sim" (a simulated device: addresses and a capacity, no bytes) and
- * "host" (ordinary memory: malloc'd segments, or an mmap'd range mapped with
- * mprotect). A fault-injecting wrapper makes chosen calls fail, for tests. */
+ * Built in: "sim" (a simulated device: addresses and a capacity, no bytes),
+ * "host" (ordinary memory: mmap'd segments, or an mmap'd range mapped with
+ * mprotect), and on a GPU "cuda" (segments from cuMemAlloc), "cuda_async"
+ * (segments from cuMemAllocFromPoolAsync on a driver pool of vramkit's own,
+ * release threshold VRAM_ASYNC_RELEASE) and "vmm" (cuMemAddressReserve, then
+ * cuMemCreate + cuMemMap + cuMemSetAccess per chunk). The GPU backends have
+ * real events. As with the driver, a mapping can only be unmapped whole: an
+ * unmap must cover whole mappings (sim and host check this too). A
+ * fault-injecting wrapper makes chosen calls fail, for tests. */
 #ifndef VRAMKIT_BACKEND_H
 #define VRAMKIT_BACKEND_H
 
@@ -52,9 +58,14 @@ typedef struct vram_backend_ops {
     void (*destroy)(void *self);
 } vram_backend_ops;
 
+typedef struct vram_device vram_device;
+
 typedef struct vram_backend_opts {
-    uint64_t capacity;    /* bytes the device can hand out; 0: VRAM_CAPACITY */
-    uint64_t granularity; /* mapping unit; 0: VRAM_GRANULARITY */
+    uint64_t capacity;    /* sim, host: bytes the device can hand out; 0: VRAM_CAPACITY */
+    uint64_t granularity; /* mapping unit; 0: VRAM_GRANULARITY (GPU: a multiple of the
+                             device's granularity, which is also the least) */
+    vram_device *device;  /* cuda, cuda_async, vmm: the GPU; NULL opens device
+                             VRAM_DEVICE for the backend's lifetime */
 } vram_backend_opts;
 
 /* Counters every backend keeps (the wrapper counts, not the implementation). */
@@ -67,8 +78,9 @@ typedef struct vram_backend_stats {
     uint64_t granularity;
 } vram_backend_stats;
 
-/* Create a built-in backend by name ("sim" or "host"); opts may be NULL.
- * VRAM_EINVAL for an unknown name or bad options. */
+/* Create a built-in backend by name; opts may be NULL. VRAM_EINVAL for an
+ * unknown name or bad options, VRAM_ENOSYS for a GPU backend where there is
+ * no GPU or the library was built without CUDA. */
 int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);
 
 /* Wrap a caller's table. `self` is passed to every function; `capacity` and

@@ -21,7 +21,7 @@ extern "C" {
 #define VRAM_OPTIONS(X)                                                        \
     X(LOG_LEVEL, log_level, CHOICE, "warn", "error|warn|info|debug",           \
       "least severe level the library logs")                                   \
-    X(BACKEND, backend, CHOICE, "sim", "sim|host",                             \
+    X(BACKEND, backend, CHOICE, "sim", "sim|host|cuda|cuda_async|vmm",         \
       "where pools take their bytes by default")                               \
     X(POLICY, policy, CHOICE, "vmm", "vmm|segments",                           \
       "placement policy of new pools")                                         \
@@ -43,6 +43,14 @@ extern "C" {
       "segments: segment size for small requests")                             \
     X(SEGMENT_MEDIUM, segment_medium, SIZE, "20MiB", "",                       \
       "segments: segment size for requests up to 10 MiB")                      \
+    X(MAP_CHUNK, map_chunk, SIZE, "2MiB", "",                                  \
+      "vmm: most bytes one physical chunk backs (unmapped only whole)")        \
+    X(DEVICE, device, SIZE, "0", "",                                           \
+      "GPU backends: index of the CUDA device they open")                      \
+    X(STACK_LIMIT, stack_limit, SIZE, "256", "",                               \
+      "GPU: per-thread stack (CU_LIMIT_STACK_SIZE) of the shared context")     \
+    X(ASYNC_RELEASE, async_release, SIZE, "0", "",                             \
+      "cuda_async: release threshold of the driver pool vramkit creates")      \
     X(TRACE, trace, STRING, "", "",                                            \
       "write every pool event to this RMM-format trace (gzip if it ends .gz)")
 

@@ -17,11 +17,16 @@
  *    backend runs out of memory.
  *
  * Stream order: a block freed with vram_pool_free(pool, ptr, s) is reusable
- * by other streams only once an event recorded at the free has completed.
- * Backends with real events (CUDA) record one at each free and query it
- * lazily, waiting only when memory is short; the block is reusable by every
- * stream, s included, once its event completed (a failed query or wait keeps
- * it pending). On backends without events (sim, host) completion is modelled
+ * by other streams only once an event recorded after the free has completed.
+ * Backends with real events (CUDA): the block is reusable by s itself at
+ * once (work on one stream runs in order); events are recorded lazily, one
+ * per stream for all its frees since the previous one, only when an
+ * allocation would otherwise take new memory from the backend, and queried
+ * then; the pool waits for them only when memory is short, on trim and on
+ * destroy (a failed query or wait keeps the blocks pending). A stream must
+ * therefore outlive the frees made on it: trim the pool (or free nothing
+ * more on it) before destroying a stream. On backends without events (sim,
+ * host) completion is modelled
  * conservatively: the event of a free on stream s completes when s issues its
  * next operation on this pool (an allocation or a free); until then the block
  * is reusable by s alone. An operation is an allocation or free call that
@@ -77,6 +82,8 @@ typedef struct vram_pool_opts {
     vram_policy policy;
     uint64_t alignment;     /* power of two, >= 256 recommended */
     uint64_t granularity;   /* vmm mapping unit; 0: the backend's */
+    uint64_t map_chunk;     /* vmm: most bytes one mapping backs (a mapping is
+                               unmapped only whole); 0: one granule */
     uint64_t retain_min;    /* vmm: free mapped bytes always kept */
     double retain_ratio;    /* vmm: free mapped bytes kept, fraction of peak live */
     uint64_t small_size;    /* requests up to this are packed apart */

@@ -1,6 +1,8 @@
 /* vramkit/replay.h - replay an allocation trace through a pool and measure
  * what it holds and what its bookkeeping costs, side by side with glibc
- * malloc/free replaying the same events in the same run. */
+ * malloc/free replaying the same events in the same run; on a GPU backend
+ * (cuda, cuda_async, vmm) with real device memory, one CUDA stream per
+ * stream of the trace, and against the driver's own allocators. */
 #ifndef VRAMKIT_REPLAY_H
 #define VRAMKIT_REPLAY_H
 
@@ -35,7 +37,15 @@ typedef struct vram_replay_result {
     double floor_ratio;       /* peak_live_pending_bytes / peak_live_bytes */
     uint64_t backend_calls;   /* in the first (measured) run */
     uint64_t failed_allocs;   /* requests the pool refused */
-    double ns_per_op;         /* host ns per event, median of timing_runs */
+    double ns_per_op;         /* host ns per event, median of timing_runs, each on a
+                                 fresh pool (cold: growth included) */
+    double warm_ns_per_op;    /* the same on a pool that replayed the trace once
+                                 before (steady state) */
+    /* GPU backends: the most device memory in use (cuMemGetInfo, sampled after
+     * every allocation of the measured run) above what was in use before, and
+     * its ratio to peak live; 0 elsewhere. */
+    uint64_t peak_driver_bytes;
+    double driver_ratio;
     double malloc_ns_per_op;  /* the same for glibc malloc/free; 0 if skipped */
     /* The first refused request, if any. */
     uint32_t first_failure_line;
@@ -50,6 +60,24 @@ int vram_replay_opts_init(vram_replay_opts *opts);
  * the replay continues. Errors (VRAM_EINVAL, VRAM_EHOSTMEM, backend creation)
  * stop it; a full device does not. */
 int vram_replay_run(const vram_trace *trace, const vram_replay_opts *opts, vram_replay_result *out);
+
+/* The driver's allocators, replaying the same trace on the GPU for
+ * comparison: the device's default memory pool through cuMemAllocAsync /
+ * cuMemFreeAsync with the release threshold at its maximum (what
+ * cudaMallocAsync uses), and cuMemAlloc / cuMemFree (what cudaMalloc and
+ * cudaFree call). Driver calls are made directly, without the runtime's
+ * layer, so the baselines' host times are if anything lower than the
+ * runtime's. For the pool, peak_reserved_bytes is its reserved high-water
+ * mark; for cuMemAlloc, the bytes handed out. Cold runs trim the pool to
+ * zero first. VRAM_ENOSYS without a GPU. */
+typedef enum vram_replay_baseline {
+    VRAM_BASELINE_CUDA_MALLOC_ASYNC = 0,
+    VRAM_BASELINE_CUDA_MALLOC = 1,
+} vram_replay_baseline;
+
+const char *vram_replay_baseline_name(vram_replay_baseline which);
+int vram_replay_baseline_run(const vram_trace *trace, vram_replay_baseline which, unsigned runs,
+                             vram_replay_result *out);
 
 /* The table the CLI and the benchmark print: a header line, and one row per
  * replay (`name` is shown as given). Return 0 or the writer's error. */

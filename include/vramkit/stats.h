@@ -34,7 +34,7 @@ extern "C" {
     X(budget_failures_total, U64, "allocations refused by an owner's budget")          \
     X(backend_calls_total, U64, "calls into the backend")                              \
     X(backend_failures_total, U64, "backend calls that failed")                        \
-    X(event_waits_total, U64, "waits for a stream event under memory pressure")        \
+    X(event_waits_total, U64, "waits for stream events (memory short, trim, destroy)") \
     X(trims_total, U64, "trims, asked for or forced by memory pressure")
 
 /* Budgets and owner/kind live bytes count bytes as requested, not aligned. */

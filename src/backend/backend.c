@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "backend_internal.h"
 #include "vramkit/config.h"
 
@@ -47,8 +49,13 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
         rc = vram__backend_sim_new(capacity, gran, &ops, &self);
     else if (strcmp(name, "host") == 0)
         rc = vram__backend_host_new(capacity, gran, &ops, &self);
+    else if (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
+             strcmp(name, "vmm") == 0)
+        rc = vram__backend_gpu_new(name, opts, &ops, &self, &capacity, &gran);
     else
-        return vram__fail(VRAM_EINVAL, "unknown backend \"%s\" (built in: sim, host)", name);
+        return vram__fail(VRAM_EINVAL,
+                          "unknown backend \"%s\" (built in: sim, host, cuda, cuda_async, vmm)",
+                          name);
     if (rc)
         return rc;
     return wrap(ops, self, capacity, gran, out);
@@ -180,4 +187,49 @@ int vram__backend_unmap(vram_backend *b, uint64_t addr, uint64_t size)
     if (!rc)
         held_sub(b, size);
     return rc;
+}
+
+/* Events: not counted as calls, but like them a failure always carries its
+ * own sentence; a success leaves the caller's last error as it was. */
+typedef struct saved_error {
+    char text[512];
+} saved_error;
+
+static void save_error(saved_error *e)
+{
+    snprintf(e->text, sizeof e->text, "%s", vram_last_error());
+    vram_clear_error();
+}
+
+static int event_rc(vram_backend *b, int rc, const char *what, const saved_error *e)
+{
+    if (rc >= 0) {
+        if (e->text[0])
+            vram__fail(rc, "%s", e->text);
+        return rc;
+    }
+    if (!*vram_last_error())
+        vram__fail(rc, "backend %s: %s failed (%s)", b->ops->name, what, vram_err_name(rc));
+    return rc;
+}
+
+int vram__backend_event_record(vram_backend *b, vram_stream s, void **event)
+{
+    saved_error e;
+    save_error(&e);
+    return event_rc(b, b->ops->event_record(b->self, s, event), "event_record", &e);
+}
+
+int vram__backend_event_query(vram_backend *b, void *event)
+{
+    saved_error e;
+    save_error(&e);
+    return event_rc(b, b->ops->event_query(b->self, event), "event_query", &e);
+}
+
+int vram__backend_event_wait(vram_backend *b, void *event)
+{
+    saved_error e;
+    save_error(&e);
+    return event_rc(b, b->ops->event_wait(b->self, event), "event_wait", &e);
 }

@@ -26,6 +26,13 @@ int vram__backend_sim_new(uint64_t capacity, uint64_t granularity,
 int vram__backend_host_new(uint64_t capacity, uint64_t granularity,
                            const vram_backend_ops **ops, void **self);
 
+/* The GPU backends ("cuda", "cuda_async", "vmm"; src/gpu, or src/nogpu where
+ * the build has no CUDA): fill *ops, *self, and the device's capacity and
+ * the granularity used (the device's minimum or a multiple of it). */
+int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
+                          const vram_backend_ops **ops, void **self, uint64_t *capacity,
+                          uint64_t *granularity);
+
 /* Counted calls (each counts one backend call, success or not). */
 int vram__backend_segment_alloc(vram_backend *b, uint64_t size, vram_stream s, uint64_t *addr);
 int vram__backend_segment_free(vram_backend *b, uint64_t addr, uint64_t size, vram_stream s);
@@ -33,6 +40,12 @@ int vram__backend_reserve(vram_backend *b, uint64_t size, uint64_t *addr);
 int vram__backend_release(vram_backend *b, uint64_t addr, uint64_t size);
 int vram__backend_map(vram_backend *b, uint64_t addr, uint64_t size);
 int vram__backend_unmap(vram_backend *b, uint64_t addr, uint64_t size);
+
+/* Events (VRAM_BACKEND_EVENTS): not counted; a failure has its sentence.
+ * Query returns 1 complete, 0 pending, <0 an error. */
+int vram__backend_event_record(vram_backend *b, vram_stream s, void **event);
+int vram__backend_event_query(vram_backend *b, void *event);
+int vram__backend_event_wait(vram_backend *b, void *event);
 
 void vram__backend_acquire_user(vram_backend *b);
 void vram__backend_release_user(vram_backend *b);

@@ -85,7 +85,7 @@ int vram__ledger_range_add(vram__ledger *l, uint64_t addr, uint64_t size)
         return vram__fail(VRAM_EINVAL, "%s: reserve of %llu bytes, not a multiple of %llu", l->name,
                           (unsigned long long)size, (unsigned long long)l->granularity);
     uint64_t granules = size / l->granularity;
-    uint64_t *bits = vram__calloc((size_t)((granules + 63) / 64), sizeof *bits);
+    uint64_t *bits = vram__calloc((size_t)((granules + 63) / 64) * 2, sizeof *bits);
     if (!bits)
         return VRAM_EHOSTMEM;
     pthread_mutex_lock(&l->lock);
@@ -96,7 +96,7 @@ int vram__ledger_range_add(vram__ledger *l, uint64_t addr, uint64_t size)
         return VRAM_EHOSTMEM;
     }
     l->ranges = r;
-    l->ranges[l->n_ranges++] = (vram__ledger_range){addr, size, bits};
+    l->ranges[l->n_ranges++] = (vram__ledger_range){addr, size, bits, bits + (granules + 63) / 64};
     pthread_mutex_unlock(&l->lock);
     return 0;
 }
@@ -147,15 +147,29 @@ static int flip(vram__ledger *l, uint64_t addr, uint64_t size, int want_mapped)
     if (!r)
         return vram__fail(VRAM_EINVAL, "%s: %s of 0x%llx+%llu outside any reservation", l->name, op,
                           (unsigned long long)addr, (unsigned long long)size);
-    uint64_t first = (addr - r->addr) / g, n = size / g;
-    for (uint64_t k = first; k < first + n; k++) {
+    uint64_t first = (addr - r->addr) / g, n = size / g, end = first + n;
+    for (uint64_t k = first; k < end; k++) {
         int is = (int)((r->mapped[k / 64] >> (k % 64)) & 1);
         if (is != want_mapped)
             return vram__fail(VRAM_EINVAL, "%s: %s of granule at 0x%llx, which is %s", l->name, op,
                               (unsigned long long)(r->addr + k * g),
                               is ? "already mapped" : "not mapped");
     }
-    for (uint64_t k = first; k < first + n; k++)
+#define BIT(a, k) (((a)[(k) / 64] >> ((k) % 64)) & 1)
+    if (want_mapped) { /* unmapping: whole mappings only */
+        uint64_t total = r->size / g;
+        if (!BIT(r->starts, first) || (end < total && BIT(r->mapped, end) && !BIT(r->starts, end)))
+            return vram__fail(VRAM_EINVAL,
+                              "%s: unmap of 0x%llx+%llu covers part of a mapping (a mapping can "
+                              "only be unmapped whole)",
+                              l->name, (unsigned long long)addr, (unsigned long long)size);
+        for (uint64_t k = first; k < end; k++)
+            r->starts[k / 64] &= ~(1ull << (k % 64));
+    } else {
+        r->starts[first / 64] |= 1ull << (first % 64);
+    }
+#undef BIT
+    for (uint64_t k = first; k < end; k++)
         r->mapped[k / 64] ^= 1ull << (k % 64);
     return 0;
 }

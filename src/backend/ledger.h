@@ -1,8 +1,9 @@
 /* src/backend/ledger.h - the books a built-in backend keeps of what it handed
  * out: capacity in use, segments, reservations and which granules of them are
  * mapped. It refuses what a driver would refuse (a segment freed twice, a
- * granule mapped twice or unmapped while not mapped, a reservation released
- * with mappings left), so accounting can never drift. Thread-safe. */
+ * granule mapped twice or unmapped while not mapped, part of a mapping
+ * unmapped, a reservation released with mappings left), so accounting can
+ * never drift. Thread-safe. */
 #ifndef VRAM_BACKEND_LEDGER_H
 #define VRAM_BACKEND_LEDGER_H
 
@@ -14,6 +15,7 @@
 typedef struct vram__ledger_range {
     uint64_t addr, size;
     uint64_t *mapped; /* one bit per granule */
+    uint64_t *starts; /* the first granule of each mapping */
 } vram__ledger_range;
 
 typedef struct vram__ledger {
@@ -43,7 +45,8 @@ int vram__ledger_range_remove(vram__ledger *l, uint64_t addr, uint64_t size);
 
 /* Check [addr, addr+size) and mark it mapped, taking capacity. */
 int vram__ledger_map(vram__ledger *l, uint64_t addr, uint64_t size);
-/* Check it is mapped and mark it unmapped, giving capacity back. The caller
+/* Check it is mapped, as whole mappings (as with cuMemUnmap, part of a
+ * mapping cannot be unmapped), and mark it unmapped, giving capacity back. The caller
  * re-maps with vram__ledger_map if its own unmapping then fails. */
 int vram__ledger_unmap(vram__ledger *l, uint64_t addr, uint64_t size);
 

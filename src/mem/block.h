@@ -18,7 +18,9 @@ struct vram__block {
     uint64_t size;      /* bytes of the range */
     uint64_t requested; /* live: bytes asked for */
     vram__block *prev, *next;   /* address neighbours within one span (NULL at its ends) */
-    vram__block *fprev, *fnext; /* free: free-list links; pending: pending-list link */
+    vram__block *fprev, *fnext; /* free: free-list links; pending: pending-list link
+                                   (with events: links of the stream's own index) */
+    vram__block *pprev, *pnext; /* pending with events: the stream's list, oldest first */
     vram_stream stream;         /* live: allocated on; pending: freed on */
     uint64_t seq;               /* pending: the stream's sequence number at the free */
     void *event;                /* pending: the backend's event, when it has events */

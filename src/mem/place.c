@@ -68,11 +68,44 @@ static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
     return b->size - size >= p->granule;
 }
 
+/* A free block for `size` from the shared index, or NULL. Under vmm with
+ * mappings of several granules, large blocks go where memory is mapped
+ * already if a few candidates allow (a mapping is given back only whole, so
+ * placing beside the old ones strands less than new mappings); with one
+ * granule per mapping the good fit of the index packs tighter. */
+static vram__block *find_free(vram_pool *p, uint64_t size, int region)
+{
+    vram__block *b = NULL;
+    if (p->policy == VRAM_POLICY_VMM && p->map_chunk > 1 && region == 1 &&
+        p->free_mapped >= size)
+        b = vram__vmm_take_mapped(p, size, region);
+    if (!b)
+        b = vram__tlsf_take(&p->free[region], size);
+    return b;
+}
+
+/* Would placing `size` bytes at `b` take new memory from the backend? */
+static int needs_memory(const vram_pool *p, const vram__block *b, uint64_t size)
+{
+    if (!b)
+        return 1; /* segments: a new segment */
+    return p->policy == VRAM_POLICY_VMM && vram__vmm_unmapped_in(p, b, size);
+}
+
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out)
 {
     if (vram__block_reserve(&p->slab))
         return VRAM_EHOSTMEM;
-    vram__block *b = vram__tlsf_take(&p->free[region], size);
+    vram__block *b = find_free(p, size, region);
+    if (p->has_events && p->st.pending_bytes && needs_memory(p, b, size)) {
+        /* Before taking new memory, let frees whose work completed join. */
+        if (b)
+            vram__tlsf_insert(&p->free[region], b);
+        if (vram__streams_reclaim(p, 0))
+            b = find_free(p, size, region);
+        else if (b)
+            vram__tlsf_remove(&p->free[region], b);
+    }
     if (!b) {
         if (p->policy == VRAM_POLICY_VMM) {
             char a[32], c[32];

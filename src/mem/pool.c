@@ -62,6 +62,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .policy = c->policy == 1 ? VRAM_POLICY_SEGMENTS : VRAM_POLICY_VMM,
         .alignment = c->alignment,
         .granularity = c->granularity,
+        .map_chunk = c->map_chunk,
         .retain_min = c->retain_min,
         .retain_ratio = c->retain_ratio,
         .small_size = c->small_size,
@@ -193,6 +194,9 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->has_events = (p->backend->ops->caps & VRAM_BACKEND_EVENTS) != 0;
     p->granule = opts->alignment > 256 ? opts->alignment : 256;
     p->granularity = opts->granularity ? opts->granularity : p->backend->granularity;
+    p->map_chunk = opts->map_chunk > p->granularity ? opts->map_chunk / p->granularity : 1;
+    if (p->map_chunk > INT32_MAX)
+        p->map_chunk = INT32_MAX;
     p->retain_min = opts->retain_min;
     p->retain_ratio = opts->retain_ratio;
     p->small_size = opts->small_size;
@@ -332,8 +336,13 @@ static int release_free_memory(vram_pool *p, uint64_t *released)
 static int trim_locked(vram_pool *p, uint64_t *released)
 {
     int wrc = vram__streams_flush_all(p, 0);
+    char msg[512] = "";
+    if (wrc) /* the backend calls below start with a clean error */
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
     int rc = release_free_memory(p, released);
-    return rc ? rc : wrc;
+    if (rc)
+        return rc;
+    return wrc ? vram__fail(wrc, "%s", msg) : 0;
 }
 
 static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kind,
@@ -370,7 +379,10 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     if (region)
         bsize = vram__align_up(bsize, p->large_round);
     vram__block *b;
-    rc = vram__pool_take(p, bsize, region, s, &b);
+    if (p->has_events && vram__stream_take_own(p, ss, bsize, region, &b) == 0)
+        rc = 0;
+    else
+        rc = vram__pool_take(p, bsize, region, s, &b);
     if (rc == VRAM_ENOMEM) {
         /* Memory is short: give back what is free, then wait for events. */
         uint64_t released = 0;

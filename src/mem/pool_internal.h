@@ -22,12 +22,28 @@
 #define VRAM__CAPACITY_MAX (1ull << 56)
 #define VRAM__NO_PAGE (-1)
 
+/* With real events: an event recorded on the stream, covering the blocks
+ * freed on it up to epoch `epoch`. */
+typedef struct vram__stream_event {
+    void *event;
+    uint64_t epoch;
+} vram__stream_event;
+
 typedef struct vram__stream_state {
     vram_stream handle;
     uint64_t seq;                 /* operations this stream issued on the pool */
     vram__block *pending_head;    /* blocks freed on it, waiting for their event */
     vram__block *pending_tail;
     uint32_t ordinal;
+    /* With real events (see streams.c): blocks freed on this stream are
+     * reusable by it at once, from its own index, and by the others once an
+     * event recorded after their free has completed. Events are recorded
+     * lazily, one per stream for all its frees since the last one. */
+    vram__tlsf own[2];
+    uint64_t epoch;               /* frees of this epoch have no event yet */
+    uint64_t open_bytes;          /* bytes freed in this epoch */
+    vram__stream_event *events;   /* recorded, oldest first */
+    size_t n_events, cap_events;
 } vram__stream_state;
 
 typedef struct vram__usage {
@@ -59,6 +75,7 @@ struct vram_pool {
     vram_policy policy;
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
+    uint64_t map_chunk;   /* vmm: most granules one mapping covers */
     uint64_t retain_min;
     double retain_ratio;
     uint64_t small_size, large_round, segment_small, segment_medium;
@@ -75,6 +92,13 @@ struct vram_pool {
     uint8_t *page_state;
     int32_t *lru_prev, *lru_next; /* free mapped granules, oldest first */
     int32_t lru_head, lru_tail;
+    /* Mappings ("chunks", unmapped only whole): for each mapped granule the
+     * index of its chunk's first granule; at that first granule the chunk's
+     * length and how many of its granules are free; chunks entirely free in
+     * a list, oldest first (what retention unmaps). */
+    int32_t *chunk_of, *chunk_len, *chunk_free;
+    int32_t *clru_prev, *clru_next;
+    int32_t clru_head, clru_tail;
     uint64_t npages;
     uint64_t free_mapped; /* bytes of mapped granules with no block in them */
 
@@ -106,6 +130,11 @@ void vram__pool_remove_span(vram_pool *p, vram__span *sp);
 int vram__vmm_init(vram_pool *p);
 /* Unmap and release everything; VRAM_EBACKEND if the backend refused some. */
 int vram__vmm_destroy(vram_pool *p);
+/* A free block of `size` whose first `size` bytes are already mapped, among
+ * the first few candidates of the free index (removed from it), or NULL. */
+vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region);
+/* Whether the first `size` bytes of free block `b` touch an unmapped granule. */
+int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size);
 int vram__vmm_back(vram_pool *p, vram__block *b);
 void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged);
 void vram__vmm_enforce_retention(vram_pool *p);
@@ -120,6 +149,14 @@ int vram__segments_should_split(const vram_pool *p, const vram__block *b, uint64
 /* streams.c */
 int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out);
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
+/* With events: a block of `size` from the stream's own frees (0), or
+ * VRAM_ENOMEM when it has none that large. */
+int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
+                          vram__block **out);
+/* With events: record an event on every stream with frees not yet covered by
+ * one, then release the blocks whose events completed (waiting for them when
+ * `wait`). Returns the bytes released. */
+uint64_t vram__streams_reclaim(vram_pool *p, int wait);
 uint64_t vram__streams_wait_all(vram_pool *p);
 /* Complete every pending free, waiting for real events; without `force` a
  * block whose wait fails stays pending (and its error is returned). */

@@ -1,13 +1,17 @@
 /* src/mem/replay.c - trace replay: drive a fresh pool with a trace's events,
  * measure what it held (peaks, fragmentation when reserved memory peaked,
- * backend calls), then time its bookkeeping against glibc malloc/free over
- * the same events, alternating the two sides and keeping each one's median. */
+ * backend calls; on a GPU also the device memory in use, as the driver
+ * reports it), then time its bookkeeping against glibc malloc/free over the
+ * same events, alternating the two sides and keeping each one's median, on
+ * fresh pools (cold) and on a pool that has seen the trace once (warm). On a
+ * GPU backend each stream of the trace is a CUDA stream of the device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pool_internal.h"
 #include "vramkit/config.h"
+#include "vramkit/device.h"
 #include "vramkit/replay.h"
 
 int vram_replay_opts_init(vram_replay_opts *o)
@@ -26,12 +30,20 @@ typedef struct run_ctx {
     vram_pool *pool;
     void **ptrs;
     vram_stream *streams;
+    vram_device *dev; /* GPU backends */
 } run_ctx;
 
-static int make_pool(const vram_replay_opts *o, vram_pool **out)
+static int is_gpu_backend(const char *name)
+{
+    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
+                    strcmp(name, "vmm") == 0);
+}
+
+static int make_pool(const run_ctx *c, const vram_replay_opts *o, vram_pool **out)
 {
     vram_backend *b;
-    vram_backend_opts bo = {.capacity = o->capacity, .granularity = o->pool.granularity};
+    vram_backend_opts bo = {.capacity = o->capacity, .granularity = o->pool.granularity,
+                            .device = c->dev};
     int rc = vram_backend_create(o->backend ? o->backend : "sim", &bo, &b);
     if (rc)
         return rc;
@@ -60,7 +72,10 @@ static void finish_pool(run_ctx *c)
 /* The measured run: every event, with peak tracking and failure reports. */
 static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_result *r)
 {
-    int rc = make_pool(o, &c->pool);
+    uint64_t free0 = 0, total = 0, used_peak = 0;
+    if (c->dev && vram_device_memory(c->dev, &free0, &total) != 0)
+        return VRAM_EBACKEND;
+    int rc = make_pool(c, o, &c->pool);
     if (rc)
         return rc;
     vram_pool *p = c->pool;
@@ -85,6 +100,10 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
                 continue;
             }
             r->allocs++;
+            uint64_t fr;
+            if (c->dev && vram_device_memory(c->dev, &fr, &total) == 0 && fr < free0 &&
+                free0 - fr > used_peak)
+                used_peak = free0 - fr;
             if (p->st.reserved_bytes > frag_peak) {
                 /* Reserved memory reached a new peak: note its fragmentation. */
                 vram_pool_stats s2;
@@ -103,8 +122,10 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     r->peak_live_bytes = p->st.peak_live_bytes;
     r->peak_reserved_bytes = p->st.peak_reserved_bytes;
     r->backend_calls = p->st.backend_calls_total;
+    r->peak_driver_bytes = used_peak;
     if (r->peak_live_bytes) {
         r->reserved_ratio = (double)r->peak_reserved_bytes / (double)r->peak_live_bytes;
+        r->driver_ratio = (double)used_peak / (double)r->peak_live_bytes;
         /* Both from the trace: refused requests lower the pool's peak. */
         r->floor_ratio = (double)r->peak_live_pending_bytes / (double)c->t->peak_live_bytes;
     }
@@ -112,12 +133,10 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     return 0;
 }
 
-/* Timed: the same events with nothing else in the loop. Returns ns. */
-static int timed_pool_run(run_ctx *c, const vram_replay_opts *o, uint64_t *ns)
+/* One timed pass over the events on c->pool, nothing else in the loop;
+ * blocks still live at the end are freed after the clock stops. */
+static uint64_t timed_pass(run_ctx *c)
 {
-    int rc = make_pool(o, &c->pool);
-    if (rc)
-        return rc;
     vram_pool *p = c->pool;
     const vram_trace_event *ev = c->t->events;
     size_t n = c->t->n_events;
@@ -134,7 +153,22 @@ static int timed_pool_run(run_ctx *c, const vram_replay_opts *o, uint64_t *ns)
             ptrs[e->slot] = NULL;
         }
     }
-    *ns = vram__now_ns() - t0;
+    uint64_t ns = vram__now_ns() - t0;
+    for (size_t i = 0; i < c->t->n_slots; i++) {
+        if (ptrs[i])
+            vram_pool_free(p, ptrs[i], NULL);
+        ptrs[i] = NULL;
+    }
+    return ns;
+}
+
+/* Cold: a fresh pool. Returns ns. */
+static int timed_pool_run(run_ctx *c, const vram_replay_opts *o, uint64_t *ns)
+{
+    int rc = make_pool(c, o, &c->pool);
+    if (rc)
+        return rc;
+    *ns = timed_pass(c);
     finish_pool(c);
     return 0;
 }
@@ -160,18 +194,6 @@ static uint64_t timed_malloc_run(run_ctx *c)
         ptrs[i] = NULL;
     }
     return ns;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(uint64_t *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_u64);
-    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
 }
 
 /* The floor of any policy under the stream model: bytes live (as requested)
@@ -216,9 +238,19 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
     unsigned runs = o->timing_runs ? o->timing_runs : 5;
     uint64_t *ours = vram__calloc(runs, sizeof *ours);
     uint64_t *theirs = vram__calloc(runs, sizeof *theirs);
-    int rc = c.ptrs && c.streams && ours && theirs ? 0 : VRAM_EHOSTMEM;
-    for (size_t i = 0; !rc && i < t->n_streams; i++)
-        c.streams[i] = (vram_stream)(uintptr_t)t->streams[i];
+    uint64_t *warm = vram__calloc(runs, sizeof *warm);
+    int rc = c.ptrs && c.streams && ours && theirs && warm ? 0 : VRAM_EHOSTMEM;
+    if (!rc && is_gpu_backend(o->backend))
+        rc = vram_device_open((int)vram_config_get()->device, NULL, &c.dev);
+    size_t acquired = 0;
+    for (size_t i = 0; !rc && i < t->n_streams; i++) {
+        if (!c.dev) {
+            c.streams[i] = (vram_stream)(uintptr_t)t->streams[i];
+            continue;
+        }
+        rc = vram_device_stream_acquire(c.dev, VRAM_PRIORITY_NORMAL, &c.streams[i]);
+        acquired += !rc;
+    }
     if (!rc)
         rc = model_floor(t, &r->peak_live_pending_bytes);
     if (!rc)
@@ -228,13 +260,28 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
         if (!o->skip_malloc)
             theirs[i] = timed_malloc_run(&c);
     }
+    if (!rc) { /* warm: one untimed pass, then the timed ones on the same pool */
+        rc = make_pool(&c, o, &c.pool);
+        if (!rc) {
+            timed_pass(&c);
+            for (unsigned i = 0; i < runs; i++)
+                warm[i] = timed_pass(&c);
+            finish_pool(&c);
+        }
+    }
     if (!rc) {
         double ops = (double)(r->allocs + r->frees);
         if (ops > 0) {
-            r->ns_per_op = median(ours, runs) / ops;
-            r->malloc_ns_per_op = o->skip_malloc ? 0.0 : median(theirs, runs) / ops;
+            r->ns_per_op = vram__median_u64(ours, runs) / ops;
+            r->warm_ns_per_op = vram__median_u64(warm, runs) / ops;
+            r->malloc_ns_per_op = o->skip_malloc ? 0.0 : vram__median_u64(theirs, runs) / ops;
         }
     }
+    for (size_t i = 0; i < acquired; i++)
+        vram_device_stream_release(c.dev, c.streams[i]);
+    if (c.dev)
+        vram_device_close(c.dev);
+    free(warm);
     free(c.ptrs);
     free(c.streams);
     free(ours);

@@ -1,11 +1,18 @@
 /* src/mem/streams.c - stream order. Each stream that touches the pool gets a
- * record with a sequence number and a list of the blocks freed on it that
- * other streams may not reuse yet.
+ * record with a sequence number and the blocks freed on it that other
+ * streams may not reuse yet.
  *
- * With real events (VRAM_BACKEND_EVENTS) an event is recorded at each free
- * and queried lazily at later operations; a block becomes free for everyone
- * once its event completed, and under memory pressure the pool waits for
- * them. Without events (sim, host) completion is modelled: the event of a
+ * With real events (VRAM_BACKEND_EVENTS) a block freed on stream s goes to
+ * s's own free index, from which s's later allocations take first: work on
+ * one stream runs in order, so s may reuse it at once. For the other streams
+ * it waits for an event. Events are recorded lazily, not at each free (a
+ * cuEventRecord costs about a microsecond): only when an allocation would
+ * otherwise take new memory from the backend does the pool record one event
+ * per stream covering all of that stream's frees since its previous event
+ * (an epoch), query the events, and return the blocks of completed epochs to
+ * the shared free index; when memory is short it waits for them. An event
+ * recorded after a free completes after the work queued before the free, so
+ * the late record is safe, merely conservative. Without events (sim, host) completion is modelled: the event of a
  * free on stream s completes when s issues its next operation on the pool,
  * so every operation on s first releases s's pending blocks. A block freed on
  * s is thereby reusable at once by s's next operation, and by another stream
@@ -35,7 +42,7 @@ static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
     p->streams = grown;
     p->last_stream = p->n_streams;
     vram__stream_state *ss = &p->streams[p->n_streams];
-    *ss = (vram__stream_state){.handle = s, .ordinal = (uint32_t)p->n_streams};
+    *ss = (vram__stream_state){.handle = s, .ordinal = (uint32_t)p->n_streams, .epoch = 1};
     p->n_streams++;
     *out = ss;
     return 0;
@@ -51,29 +58,6 @@ static void unlink_head(vram_pool *p, vram__stream_state *ss)
     p->st.pending_bytes -= b->size;
 }
 
-/* Release the pending blocks of `ss` whose events completed (stream order:
- * stop at the first that has not). */
-static void poll_events(vram_pool *p, vram__stream_state *ss)
-{
-    while (ss->pending_head) {
-        vram__block *b = ss->pending_head;
-        if (b->event) {
-            int done = p->backend->ops->event_query(p->backend->self, b->event);
-            if (done < 0)
-                vram__log(VRAM_LOG_WARN, "pool \"%s\": querying an event failed (%s); the "
-                                         "block stays pending",
-                          p->name, vram_last_error());
-            if (done <= 0)
-                return;
-            p->backend->ops->event_release(p->backend->self, b->event);
-        } else if (b->seq >= ss->seq) {
-            return; /* recorded no event: completes at the stream's next operation */
-        }
-        unlink_head(p, ss);
-        vram__pool_release(p, b);
-    }
-}
-
 int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out)
 {
     vram__stream_state *ss;
@@ -81,11 +65,7 @@ int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out)
     if (rc)
         return rc;
     ss->seq++;
-    if (p->has_events) {
-        for (size_t i = 0; i < p->n_streams; i++)
-            poll_events(p, &p->streams[i]);
-        ss = &p->streams[p->last_stream];
-    } else {
+    if (!p->has_events) {
         while (ss->pending_head) {
             vram__block *b = ss->pending_head;
             unlink_head(p, ss);
@@ -96,20 +76,212 @@ int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out)
     return 0;
 }
 
+/* --- with real events ------------------------------------------------- */
+
+static void fifo_append(vram__stream_state *ss, vram__block *b)
+{
+    b->pnext = NULL;
+    b->pprev = ss->pending_tail;
+    if (ss->pending_tail)
+        ss->pending_tail->pnext = b;
+    else
+        ss->pending_head = b;
+    ss->pending_tail = b;
+}
+
+/* Insert b after `prev` (at the head when prev is NULL). */
+static void fifo_insert_after(vram__stream_state *ss, vram__block *prev, vram__block *b)
+{
+    b->pprev = prev;
+    b->pnext = prev ? prev->pnext : ss->pending_head;
+    if (b->pnext)
+        b->pnext->pprev = b;
+    else
+        ss->pending_tail = b;
+    if (prev)
+        prev->pnext = b;
+    else
+        ss->pending_head = b;
+}
+
+static void fifo_remove(vram__stream_state *ss, vram__block *b)
+{
+    if (b->pprev)
+        b->pprev->pnext = b->pnext;
+    else
+        ss->pending_head = b->pnext;
+    if (b->pnext)
+        b->pnext->pprev = b->pprev;
+    else
+        ss->pending_tail = b->pprev;
+    b->pprev = b->pnext = NULL;
+}
+
+/* Take pending block `n` out of its stream's books (own index and list). */
+static void own_remove(vram_pool *p, vram__stream_state *ss, vram__block *n)
+{
+    vram__tlsf_remove(&ss->own[n->region], n);
+    fifo_remove(ss, n);
+    if (n->seq == ss->epoch)
+        ss->open_bytes -= n->size;
+    p->st.pending_bytes -= n->size;
+}
+
+static int own_neighbour(const vram__stream_state *ss, const vram__block *n)
+{
+    return n && n->state == VRAM__PENDING && n->stream == ss->handle;
+}
+
+/* Free on a stream with events: coalesce with the stream's own pending
+ * neighbours (the merged block belongs to the current epoch) and file it. */
+static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
+{
+    b->state = VRAM__PENDING;
+    b->stream = ss->handle;
+    b->event = NULL;
+    vram__block *prev = b->prev, *next = b->next;
+    if (own_neighbour(ss, prev)) {
+        own_remove(p, ss, prev);
+        prev->size += b->size;
+        prev->next = next;
+        if (next)
+            next->prev = prev;
+        vram__block_put(&p->slab, b);
+        b = prev;
+    }
+    if (own_neighbour(ss, next)) {
+        own_remove(p, ss, next);
+        b->size += next->size;
+        b->next = next->next;
+        if (next->next)
+            next->next->prev = b;
+        vram__block_put(&p->slab, next);
+    }
+    b->seq = ss->epoch;
+    ss->open_bytes += b->size;
+    p->st.pending_bytes += b->size;
+    vram__tlsf_insert(&ss->own[b->region], b);
+    fifo_append(ss, b);
+}
+
+int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
+                          vram__block **out)
+{
+    if (!ss->pending_head || vram__block_reserve(&p->slab))
+        return VRAM_ENOMEM;
+    vram__block *b = vram__tlsf_take(&ss->own[region], size);
+    if (!b)
+        return VRAM_ENOMEM;
+    vram__tlsf_insert(&ss->own[region], b); /* own_remove expects it indexed */
+    vram__block *before = b->pprev; /* the rest keeps b's place: the list stays in epoch order */
+    own_remove(p, ss, b);
+    if (b->size - size >= p->granule) {
+        /* The rest stays pending on this stream, in the same epoch. */
+        vram__block *rest = vram__block_new(&p->slab);
+        *rest = (vram__block){.addr = b->addr + size, .size = b->size - size, .prev = b,
+                              .next = b->next, .span = b->span, .region = b->region,
+                              .state = VRAM__PENDING, .stream = ss->handle, .seq = b->seq};
+        if (b->next)
+            b->next->prev = rest;
+        b->next = rest;
+        b->size = size;
+        if (rest->seq == ss->epoch)
+            ss->open_bytes += rest->size;
+        p->st.pending_bytes += rest->size;
+        vram__tlsf_insert(&ss->own[rest->region], rest);
+        fifo_insert_after(ss, before, rest);
+    }
+    b->state = VRAM__LIVE;
+    *out = b;
+    return 0;
+}
+
+/* Release every pending block of `ss` up to epoch `upto` to the shared free
+ * index; returns the bytes. */
+static uint64_t release_upto(vram_pool *p, vram__stream_state *ss, uint64_t upto)
+{
+    uint64_t bytes = 0;
+    while (ss->pending_head && ss->pending_head->seq <= upto) {
+        vram__block *b = ss->pending_head;
+        own_remove(p, ss, b);
+        bytes += b->size;
+        vram__pool_release(p, b);
+    }
+    return bytes;
+}
+
+/* Close the stream's open epoch with an event. On failure the blocks stay
+ * pending until a later try. */
+static void record_epoch(vram_pool *p, vram__stream_state *ss)
+{
+    if (!ss->open_bytes)
+        return;
+    vram__stream_event *grown =
+        vram__grow(ss->events, &ss->cap_events, ss->n_events, sizeof *grown, 4);
+    if (!grown)
+        return;
+    ss->events = grown;
+    void *ev = NULL;
+    p->st.backend_calls_total++;
+    if (vram__backend_event_record(p->backend, ss->handle, &ev) != 0) {
+        p->st.backend_failures_total++;
+        vram__log(VRAM_LOG_WARN, "pool \"%s\": recording an event failed (%s); frees on the "
+                                 "stream stay pending",
+                  p->name, vram_last_error());
+        return;
+    }
+    ss->events[ss->n_events++] = (vram__stream_event){ev, ss->epoch};
+    ss->epoch++;
+    ss->open_bytes = 0;
+}
+
+uint64_t vram__streams_reclaim(vram_pool *p, int wait)
+{
+    uint64_t released = 0;
+    for (size_t i = 0; i < p->n_streams; i++) {
+        vram__stream_state *ss = &p->streams[i];
+        record_epoch(p, ss);
+        size_t done = 0;
+        for (; done < ss->n_events; done++) {
+            void *ev = ss->events[done].event;
+            int rc;
+            if (wait) {
+                p->st.event_waits_total++;
+                rc = vram__backend_event_wait(p->backend, ev) == 0 ? 1 : -1;
+            } else {
+                rc = vram__backend_event_query(p->backend, ev);
+            }
+            if (rc < 0)
+                vram__log(VRAM_LOG_WARN, "pool \"%s\": an event failed (%s); its frees stay "
+                                         "pending",
+                          p->name, vram_last_error());
+            if (rc <= 0)
+                break;
+            released += release_upto(p, ss, ss->events[done].epoch);
+            p->backend->ops->event_release(p->backend->self, ev);
+        }
+        if (done) {
+            ss->n_events -= done;
+            for (size_t k = 0; k < ss->n_events; k++)
+                ss->events[k] = ss->events[k + done];
+        }
+    }
+    return released;
+}
+
+/* --- modelled events (no backend events) ------------------------------ */
+
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)
 {
+    if (p->has_events) {
+        defer_evented(p, ss, b);
+        return 0;
+    }
     b->state = VRAM__PENDING;
     b->seq = ss->seq;
     b->event = NULL;
     b->stream = ss->handle;
     b->fnext = NULL;
-    if (p->has_events &&
-        p->backend->ops->event_record(p->backend->self, ss->handle, &b->event) != 0) {
-        vram__log(VRAM_LOG_WARN, "pool \"%s\": recording an event failed (%s); the block "
-                                 "waits for its stream's next operation",
-                  p->name, vram_last_error());
-        b->event = NULL;
-    }
     if (ss->pending_tail)
         ss->pending_tail->fnext = b;
     else
@@ -121,40 +293,34 @@ int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)
 
 uint64_t vram__streams_wait_all(vram_pool *p)
 {
-    if (!p->has_events)
-        return 0;
-    uint64_t released = 0;
-    for (size_t i = 0; i < p->n_streams; i++) {
-        vram__stream_state *ss = &p->streams[i];
-        while (ss->pending_head && ss->pending_head->event) {
-            vram__block *b = ss->pending_head;
-            p->st.event_waits_total++;
-            if (p->backend->ops->event_wait(p->backend->self, b->event) != 0)
-                break;
-            p->backend->ops->event_release(p->backend->self, b->event);
-            released += b->size;
-            unlink_head(p, ss);
-            vram__pool_release(p, b);
-        }
-    }
-    return released;
+    return p->has_events ? vram__streams_reclaim(p, 1) : 0;
 }
 
 int vram__streams_flush_all(vram_pool *p, int force)
 {
+    if (p->has_events) {
+        vram__streams_reclaim(p, 1);
+        int rc = 0;
+        for (size_t i = 0; i < p->n_streams; i++) {
+            vram__stream_state *ss = &p->streams[i];
+            if (!ss->pending_head)
+                continue;
+            if (!force) { /* an event failed: the work may still run */
+                rc = vram__fail(VRAM_EBACKEND,
+                                "pool \"%s\": waiting for the work on a stream failed; its "
+                                "freed blocks stay pending",
+                                p->name);
+                continue;
+            }
+            release_upto(p, ss, UINT64_MAX);
+        }
+        return rc;
+    }
     int rc = 0;
     for (size_t i = 0; i < p->n_streams; i++) {
         vram__stream_state *ss = &p->streams[i];
         while (ss->pending_head) {
             vram__block *b = ss->pending_head;
-            if (b->event) {
-                int wrc = p->backend->ops->event_wait(p->backend->self, b->event);
-                if (wrc && !force) { /* the work may still run: keep the block */
-                    rc = wrc;
-                    break;
-                }
-                p->backend->ops->event_release(p->backend->self, b->event);
-            }
             unlink_head(p, ss);
             vram__pool_release(p, b);
         }
@@ -164,6 +330,12 @@ int vram__streams_flush_all(vram_pool *p, int force)
 
 void vram__streams_destroy(vram_pool *p)
 {
+    for (size_t i = 0; i < p->n_streams; i++) {
+        vram__stream_state *ss = &p->streams[i];
+        for (size_t k = 0; k < ss->n_events; k++)
+            p->backend->ops->event_release(p->backend->self, ss->events[k].event);
+        free(ss->events);
+    }
     free(p->streams);
     p->streams = NULL;
     p->n_streams = p->cap_streams = 0;

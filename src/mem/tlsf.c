@@ -115,6 +115,35 @@ vram__block *vram__tlsf_take(vram__tlsf *t, uint64_t size)
     return best;
 }
 
+vram__block *vram__tlsf_take_if(vram__tlsf *t, uint64_t size,
+                                int (*accept)(void *ctx, const vram__block *b), void *ctx,
+                                unsigned max_seen)
+{
+    uint64_t units = (size + (1u << VRAM__TLSF_UNIT_SHIFT) - 1) >> VRAM__TLSF_UNIT_SHIFT;
+    unsigned fl, sl, seen = 0;
+    mapping(units, &fl, &sl);
+    for (; fl < VRAM__TLSF_FL; fl++, sl = 0) {
+        if (!(t->fl_bitmap & (1ull << fl)))
+            continue;
+        uint32_t sl_map = t->sl_bitmap[fl] & (~0u << sl);
+        while (sl_map) {
+            unsigned s = (unsigned)__builtin_ctz(sl_map);
+            sl_map &= sl_map - 1;
+            for (vram__block *b = t->heads[fl][s]; b; b = b->fnext) {
+                if (b->size < size)
+                    continue;
+                if (accept(ctx, b)) {
+                    vram__tlsf_remove(t, b);
+                    return b;
+                }
+                if (++seen >= max_seen)
+                    return NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
 uint64_t vram__tlsf_largest(const vram__tlsf *t)
 {
     if (!t->fl_bitmap)

@@ -32,6 +32,13 @@ void vram__tlsf_remove(vram__tlsf *t, vram__block *b);
  * large. */
 vram__block *vram__tlsf_take(vram__tlsf *t, uint64_t size);
 
+/* The first of at most `max_seen` free blocks of at least `size` bytes,
+ * smallest classes first, that `accept` takes, removed from the index; NULL
+ * when none of them is accepted. */
+vram__block *vram__tlsf_take_if(vram__tlsf *t, uint64_t size,
+                                int (*accept)(void *ctx, const vram__block *b), void *ctx,
+                                unsigned max_seen);
+
 /* The largest free block's size (scans the highest non-empty class). */
 uint64_t vram__tlsf_largest(const vram__tlsf *t);
 

@@ -1,8 +1,15 @@
 /* src/mem/vmm.c - the vmm policy's physical side: one reserved virtual range
  * per region, a state per granule (unmapped, used, mapped but free), mapping
- * the granules a new block touches, and unmapping free granules oldest first
- * once they exceed the retention limit (hysteresis: mapping costs tens of
- * microseconds on a GPU, so granules freed and reused soon stay mapped). */
+ * the granules a new block touches, and unmapping free memory oldest first
+ * once it exceeds the retention limit (hysteresis: mapping costs tens of
+ * microseconds on a GPU, so memory freed and reused soon stays mapped).
+ *
+ * A run of granules is mapped in chunks of at most map_chunk granules, one
+ * backend call each; as with cuMemUnmap, a chunk is unmapped only whole, so
+ * only chunks whose granules are all free are given back. Larger chunks mean
+ * fewer calls (a call costs about the same for 2 or 32 MiB on an H200) but
+ * coarser release. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/log_internal.h"
@@ -21,28 +28,64 @@ static inline int page_region(const vram_pool *p, int64_t gi)
     return (uint64_t)gi >= p->vmm[1].page0;
 }
 
-static void lru_push(vram_pool *p, int32_t gi)
+/* A doubly linked list threaded through per-granule arrays. */
+typedef struct list {
+    int32_t *prev, *next, *head, *tail;
+} list;
+
+static inline list granules(vram_pool *p)
 {
-    p->lru_prev[gi] = p->lru_tail;
-    p->lru_next[gi] = VRAM__NO_PAGE;
-    if (p->lru_tail != VRAM__NO_PAGE)
-        p->lru_next[p->lru_tail] = gi;
-    else
-        p->lru_head = gi;
-    p->lru_tail = gi;
+    return (list){p->lru_prev, p->lru_next, &p->lru_head, &p->lru_tail};
 }
 
-static void lru_remove(vram_pool *p, int32_t gi)
+static inline list chunks(vram_pool *p)
 {
-    int32_t pr = p->lru_prev[gi], nx = p->lru_next[gi];
+    return (list){p->clru_prev, p->clru_next, &p->clru_head, &p->clru_tail};
+}
+
+static void list_push(list l, int32_t gi)
+{
+    l.prev[gi] = *l.tail;
+    l.next[gi] = VRAM__NO_PAGE;
+    if (*l.tail != VRAM__NO_PAGE)
+        l.next[*l.tail] = gi;
+    else
+        *l.head = gi;
+    *l.tail = gi;
+}
+
+static void list_remove(list l, int32_t gi)
+{
+    int32_t pr = l.prev[gi], nx = l.next[gi];
     if (pr != VRAM__NO_PAGE)
-        p->lru_next[pr] = nx;
+        l.next[pr] = nx;
     else
-        p->lru_head = nx;
+        *l.head = nx;
     if (nx != VRAM__NO_PAGE)
-        p->lru_prev[nx] = pr;
+        l.prev[nx] = pr;
     else
-        p->lru_tail = pr;
+        *l.tail = pr;
+}
+
+/* A mapped granule becomes free / is taken again. */
+static void granule_freed(vram_pool *p, int32_t gi)
+{
+    p->page_state[gi] = VRAM__PAGE_FREE;
+    list_push(granules(p), gi);
+    p->free_mapped += p->granularity;
+    int32_t c = p->chunk_of[gi];
+    if (++p->chunk_free[c] == p->chunk_len[c])
+        list_push(chunks(p), c);
+}
+
+static void granule_taken(vram_pool *p, int32_t gi)
+{
+    list_remove(granules(p), gi);
+    p->free_mapped -= p->granularity;
+    p->page_state[gi] = VRAM__PAGE_USED;
+    int32_t c = p->chunk_of[gi];
+    if (p->chunk_free[c]-- == p->chunk_len[c])
+        list_remove(chunks(p), c);
 }
 
 int vram__vmm_init(vram_pool *p)
@@ -61,11 +104,16 @@ int vram__vmm_init(vram_pool *p)
     }
     p->npages = total;
     p->page_state = vram__calloc((size_t)total, 1);
-    p->lru_prev = vram__calloc((size_t)total, sizeof *p->lru_prev);
-    p->lru_next = vram__calloc((size_t)total, sizeof *p->lru_next);
-    if (!p->page_state || !p->lru_prev || !p->lru_next)
+    int32_t **arrays[] = {&p->lru_prev,  &p->lru_next,  &p->chunk_of, &p->chunk_len,
+                          &p->chunk_free, &p->clru_prev, &p->clru_next};
+    for (size_t i = 0; i < VRAM__ARRAY_LEN(arrays); i++) {
+        *arrays[i] = vram__calloc((size_t)total, sizeof(int32_t));
+        if (!*arrays[i])
+            return VRAM_EHOSTMEM;
+    }
+    if (!p->page_state)
         return VRAM_EHOSTMEM;
-    p->lru_head = p->lru_tail = VRAM__NO_PAGE;
+    p->lru_head = p->lru_tail = p->clru_head = p->clru_tail = VRAM__NO_PAGE;
     uint64_t page0 = 0;
     for (int r = 0; r < VRAM__REGIONS; r++) {
         uint64_t addr;
@@ -92,8 +140,50 @@ int vram__vmm_init(vram_pool *p)
     return 0;
 }
 
-/* Unmap every mapped granule and release the reservations (destroy). Returns
- * the number of backend calls that failed. */
+/* Map granules [gi, gi+n) of one region as one chunk. */
+static int map_chunk(vram_pool *p, int32_t gi, int32_t n)
+{
+    p->st.backend_calls_total++;
+    int rc = vram__backend_map(p->backend, page_addr(p, gi), (uint64_t)n * p->granularity);
+    if (rc) {
+        p->st.backend_failures_total++;
+        return rc;
+    }
+    vram__pool_reserved_add(p, (uint64_t)n * p->granularity);
+    for (int32_t k = gi; k < gi + n; k++)
+        p->chunk_of[k] = gi;
+    p->chunk_len[gi] = n;
+    p->chunk_free[gi] = 0;
+    return 0;
+}
+
+/* Unmap the chunk starting at granule c; its granules must be free or just
+ * mapped. On failure nothing changes. */
+static int unmap_chunk(vram_pool *p, int32_t c)
+{
+    int32_t n = p->chunk_len[c];
+    p->st.backend_calls_total++;
+    int rc = vram__backend_unmap(p->backend, page_addr(p, c), (uint64_t)n * p->granularity);
+    if (rc) {
+        p->st.backend_failures_total++;
+        return rc;
+    }
+    if (p->chunk_free[c] == n)
+        list_remove(chunks(p), c);
+    for (int32_t k = c; k < c + n; k++) {
+        if (p->page_state[k] == VRAM__PAGE_FREE) {
+            list_remove(granules(p), k);
+            p->free_mapped -= p->granularity;
+        }
+        p->page_state[k] = VRAM__PAGE_UNMAPPED;
+    }
+    p->chunk_len[c] = p->chunk_free[c] = 0;
+    vram__pool_reserved_sub(p, (uint64_t)n * p->granularity);
+    return 0;
+}
+
+/* Unmap every chunk and release the reservations (destroy). Returns the
+ * number of backend calls that failed. */
 static unsigned vmm_release_all(vram_pool *p)
 {
     unsigned failed = 0;
@@ -104,26 +194,16 @@ static unsigned vmm_release_all(vram_pool *p)
         if (!sp)
             continue;
         unsigned region_failed = 0;
-        uint64_t base = p->vmm[r].page0;
-        for (uint64_t i = 0; i < p->vmm[r].npages;) {
-            if (p->page_state[base + i] == VRAM__PAGE_UNMAPPED) {
+        int32_t base = (int32_t)p->vmm[r].page0, end = base + (int32_t)p->vmm[r].npages;
+        for (int32_t i = base; i < end;) {
+            if (p->page_state[i] == VRAM__PAGE_UNMAPPED) {
                 i++;
                 continue;
             }
-            uint64_t j = i + 1;
-            while (j < p->vmm[r].npages && p->page_state[base + j] != VRAM__PAGE_UNMAPPED)
-                j++;
-            p->st.backend_calls_total++;
-            if (vram__backend_unmap(p->backend, sp->addr + i * p->granularity,
-                                    (j - i) * p->granularity)) {
-                p->st.backend_failures_total++;
+            int32_t n = p->chunk_len[i];
+            if (unmap_chunk(p, i))
                 region_failed++;
-            } else {
-                vram__pool_reserved_sub(p, (j - i) * p->granularity);
-                for (uint64_t k = i; k < j; k++)
-                    p->page_state[base + k] = VRAM__PAGE_UNMAPPED;
-            }
-            i = j;
+            i += n;
         }
         failed += region_failed;
         if (region_failed) /* a range with mappings left cannot be released */
@@ -143,11 +223,14 @@ int vram__vmm_destroy(vram_pool *p)
     if (failed)
         vram__log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to give back some memory: %s",
                   p->name, vram_last_error());
+    int32_t **arrays[] = {&p->lru_prev,  &p->lru_next,  &p->chunk_of, &p->chunk_len,
+                          &p->chunk_free, &p->clru_prev, &p->clru_next};
+    for (size_t i = 0; i < VRAM__ARRAY_LEN(arrays); i++) {
+        free(*arrays[i]);
+        *arrays[i] = NULL;
+    }
     free(p->page_state);
-    free(p->lru_prev);
-    free(p->lru_next);
     p->page_state = NULL;
-    p->lru_prev = p->lru_next = NULL;
     return failed ? VRAM_EBACKEND : 0;
 }
 
@@ -162,6 +245,37 @@ static void page_range(const vram_pool *p, int r, uint64_t addr, uint64_t size, 
 
 static int unmap_down_to(vram_pool *p, uint64_t limit, uint64_t *released);
 
+#define MAPPED_CANDIDATES 32
+
+typedef struct mapped_probe {
+    vram_pool *p;
+    uint64_t size;
+} mapped_probe;
+
+int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size)
+{
+    uint64_t first, last;
+    page_range(p, b->region, b->addr, size, &first, &last);
+    for (uint64_t i = first; i <= last; i++)
+        if (p->page_state[i] == VRAM__PAGE_UNMAPPED)
+            return 1;
+    return 0;
+}
+
+static int fully_mapped(void *ctx, const vram__block *b)
+{
+    mapped_probe *m = ctx;
+    return !vram__vmm_unmapped_in(m->p, b, m->size);
+}
+
+/* Placement that maps nothing when free mapped memory can take the block:
+ * mapping costs tens of microseconds, searching a few candidates does not. */
+vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region)
+{
+    mapped_probe m = {p, size};
+    return vram__tlsf_take_if(&p->free[region], size, fully_mapped, &m, MAPPED_CANDIDATES);
+}
+
 int vram__vmm_back(vram_pool *p, vram__block *b)
 {
     uint64_t first, last, g = p->granularity;
@@ -171,65 +285,60 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
      * (if mapping the rest fails, releasing the block frees them again). */
     uint64_t need = 0;
     for (uint64_t i = first; i <= last; i++) {
-        if (st[i] == VRAM__PAGE_FREE) {
-            lru_remove(p, (int32_t)i);
-            p->free_mapped -= g;
-            st[i] = VRAM__PAGE_USED;
-        } else if (st[i] == VRAM__PAGE_UNMAPPED) {
+        if (st[i] == VRAM__PAGE_FREE)
+            granule_taken(p, (int32_t)i);
+        else if (st[i] == VRAM__PAGE_UNMAPPED)
             need += g;
-        }
     }
-    /* Retained granules never raise the peak: if mapping the new ones would,
-     * give back retained ones first. */
+    /* Retained memory never raises the peak: if mapping the new granules
+     * would, give back retained chunks first. */
     uint64_t after = p->st.reserved_bytes + need;
     if (need && p->free_mapped && after > p->st.peak_reserved_bytes) {
         uint64_t over = after - p->st.peak_reserved_bytes;
         unmap_down_to(p, p->free_mapped > over ? p->free_mapped - over : 0, NULL);
     }
     int rc = 0;
+    uint64_t gfirst = page_addr(p, (int64_t)first), glast = page_addr(p, (int64_t)last);
+    int edge_first = b->addr != gfirst;
+    int edge_last = b->addr + b->size != glast + g;
     for (uint64_t i = first; i <= last && need;) {
         if (st[i] != VRAM__PAGE_UNMAPPED) {
             i++;
             continue;
         }
+        /* Granules the block shares with its neighbours get a mapping of
+         * their own; those wholly inside it are mapped together, so the
+         * block's memory can be given back whole once it is free. */
         uint64_t j = i + 1;
-        while (j <= last && st[j] == VRAM__PAGE_UNMAPPED)
-            j++;
-        p->st.backend_calls_total++;
-        rc = vram__backend_map(p->backend, page_addr(p, (int64_t)i), (j - i) * g);
-        if (rc) {
-            p->st.backend_failures_total++;
+        if (i != first || !edge_first)
+            while (j <= last && j - i < p->map_chunk && st[j] == VRAM__PAGE_UNMAPPED &&
+                   !(j == last && edge_last))
+                j++;
+        rc = map_chunk(p, (int32_t)i, (int32_t)(j - i));
+        if (rc)
             break;
-        }
-        vram__pool_reserved_add(p, (j - i) * g);
         for (uint64_t k = i; k < j; k++)
             st[k] = PAGE_NEW;
         i = j;
     }
     if (rc) {
-        /* Roll back what this allocation mapped; keep the backend's message. */
+        /* Roll back the chunks this allocation mapped; keep the backend's
+         * message. A chunk that cannot be unmapped stays, in use by the
+         * block, and becomes free memory when the caller releases it. */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
         for (uint64_t i = first; i <= last;) {
             if (st[i] != PAGE_NEW) {
                 i++;
                 continue;
             }
-            uint64_t j = i + 1;
-            while (j <= last && st[j] == PAGE_NEW)
-                j++;
-            p->st.backend_calls_total++;
-            int urc = vram__backend_unmap(p->backend, page_addr(p, (int64_t)i), (j - i) * g);
-            if (urc) { /* still mapped: the release of the block lists it as free */
-                p->st.backend_failures_total++;
-                for (uint64_t k = i; k < j; k++)
-                    st[k] = VRAM__PAGE_USED;
-            } else {
-                vram__pool_reserved_sub(p, (j - i) * g);
-                for (uint64_t k = i; k < j; k++)
-                    st[k] = VRAM__PAGE_UNMAPPED;
-            }
-            i = j;
+            int32_t n = p->chunk_len[i];
+            if (unmap_chunk(p, (int32_t)i))
+                for (int32_t k = 0; k < n; k++)
+                    st[i + (uint64_t)k] = VRAM__PAGE_USED;
+            i += (uint64_t)n;
         }
-        return rc;
+        return vram__fail(rc, "%s", msg);
     }
     for (uint64_t i = first; i <= last; i++)
         if (st[i] == PAGE_NEW)
@@ -237,35 +346,19 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
     return 0;
 }
 
-/* Unmap free granules, oldest first, until at most `limit` bytes of them stay
- * mapped; consecutive granules go in one call. Returns 0 or the first error
- * (what failed stays mapped and listed). */
+/* Unmap entirely free chunks, oldest first, until at most `limit` bytes of
+ * free memory stay mapped or no such chunk is left (free granules of chunks
+ * partly in use stay). Returns 0 or the first error (that chunk stays). */
 static int unmap_down_to(vram_pool *p, uint64_t limit, uint64_t *released)
 {
-    uint64_t g = p->granularity;
-    while (p->free_mapped > limit && p->lru_head != VRAM__NO_PAGE) {
-        int32_t first = p->lru_head, last = first;
-        uint64_t want = (p->free_mapped - limit + g - 1) / g;
-        uint64_t n = 1;
-        while (n < want && p->lru_next[last] == last + 1 &&
-               page_region(p, last + 1) == page_region(p, first)) {
-            last++;
-            n++;
-        }
-        p->st.backend_calls_total++;
-        int rc = vram__backend_unmap(p->backend, page_addr(p, first), n * g);
-        if (rc) {
-            p->st.backend_failures_total++;
+    while (p->free_mapped > limit && p->clru_head != VRAM__NO_PAGE) {
+        int32_t c = p->clru_head;
+        uint64_t bytes = (uint64_t)p->chunk_len[c] * p->granularity;
+        int rc = unmap_chunk(p, c);
+        if (rc)
             return rc;
-        }
-        for (int32_t k = first; k <= last; k++) {
-            lru_remove(p, k);
-            p->page_state[k] = VRAM__PAGE_UNMAPPED;
-        }
-        p->free_mapped -= n * g;
-        vram__pool_reserved_sub(p, n * g);
         if (released)
-            *released += n * g;
+            *released += bytes;
     }
     return 0;
 }
@@ -289,13 +382,9 @@ void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vra
     page_range(p, r, addr, size, &first, &last);
     uint64_t fa = merged->addr, fb = merged->addr + merged->size;
     uint64_t pa = page_addr(p, (int64_t)first);
-    for (uint64_t i = first; i <= last; i++, pa += g) {
-        if (pa >= fa && pa + g <= fb && p->page_state[i] == VRAM__PAGE_USED) {
-            p->page_state[i] = VRAM__PAGE_FREE;
-            lru_push(p, (int32_t)i);
-            p->free_mapped += g;
-        }
-    }
+    for (uint64_t i = first; i <= last; i++, pa += g)
+        if (pa >= fa && pa + g <= fb && p->page_state[i] == VRAM__PAGE_USED)
+            granule_freed(p, (int32_t)i);
     vram__vmm_enforce_retention(p);
 }
 

@@ -678,7 +678,11 @@ static void test_config_choices(void **state)
 
     assert_int_equal(vram_config_set("backend", "host"), 0);
     assert_int_equal(c->backend, 1);
-    assert_int_equal(vram_config_set("backend", "cuda"), VRAM_EINVAL);
+    assert_int_equal(vram_config_set("backend", "cuda"), 0);
+    assert_int_equal(c->backend, 2);
+    assert_int_equal(vram_config_set("backend", "opencl"), VRAM_EINVAL);
+    assert_int_equal(c->backend, 2);
+    assert_int_equal(vram_config_set("backend", "host"), 0);
     assert_int_equal(c->backend, 1);
 }
 

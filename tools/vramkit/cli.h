@@ -8,6 +8,7 @@
 /* Each command: argv[0] is the command's name. Returns the exit status. */
 int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_ctxcost(int argc, char **argv);
 
 /* Print "vramkit CMD: message" to stderr; returns 2 (usage) for chaining. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,6 +13,7 @@ static const struct {
 } commands[] = {
     {"replay", cmd_replay, "replay allocation traces through a pool and compare with malloc"},
     {"config", cmd_config, "print every option, its value and where it came from"},
+    {"ctxcost", cmd_ctxcost, "measure what CUDA contexts cost on this GPU, and what sharing saves"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,92 @@
+/* vramkit/device.h - one GPU, one context, many threads.
+ *
+ * vram_device_open() retains the device's primary context once per process
+ * (opening the same index again hands back the same device, counted), sets
+ * its stack limit, and from then on every worker thread calls
+ * vram_device_bind() to make that context current instead of creating its
+ * own: one context costs hundreds of MiB (see `vramkit ctxcost`). Workers
+ * take their CUDA streams from the device's stream pool, by priority.
+ *
+ * The CUDA driver is loaded at run time: on a machine without one, every
+ * function here returns VRAM_ENOSYS with the reason. */
+#ifndef VRAMKIT_DEVICE_H
+#define VRAMKIT_DEVICE_H
+
+#include <stdint.h>
+
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_device vram_device;
+
+typedef enum vram_priority {
+    VRAM_PRIORITY_LOW = 0,
+    VRAM_PRIORITY_NORMAL = 1,
+    VRAM_PRIORITY_HIGH = 2,
+} vram_priority;
+
+typedef struct vram_device_opts {
+    /* Per-thread stack of the context (CU_LIMIT_STACK_SIZE) in bytes; -1 takes
+     * the option VRAM_STACK_LIMIT. Applied by the first open only. */
+    int64_t stack_limit;
+} vram_device_opts;
+
+typedef struct vram_device_info {
+    int index;
+    char name[96];
+    char pci_bus_id[32];
+    int cc_major, cc_minor;
+    int multiprocessors;
+    int driver_version;          /* e.g. 13000 */
+    uint64_t total_bytes;        /* device memory */
+    uint64_t free_bytes;         /* free now, as the driver sees it */
+    uint64_t granularity;        /* minimum granularity of cuMemCreate */
+    uint64_t stack_limit;        /* CU_LIMIT_STACK_SIZE now (the driver may raise it) */
+    int priority_greatest, priority_least; /* the device's stream priority range */
+    unsigned streams_created;    /* by the stream pool, ever */
+    unsigned streams_in_use;
+} vram_device_info;
+
+/* How many CUDA devices there are (0 or VRAM_ENOSYS where there is no driver). */
+int vram_device_count(int *count);
+
+/* Open device `index` (opts may be NULL). The first open retains the primary
+ * context and applies the options; later opens return the same device and
+ * count. VRAM_EINVAL for an index out of range, VRAM_ENOSYS without a driver. */
+int vram_device_open(int index, const vram_device_opts *opts, vram_device **out);
+
+/* Undo one open. The last close returns VRAM_EBUSY, and closes nothing, while
+ * a backend or a pool still uses the device or a stream is still acquired. */
+int vram_device_close(vram_device *dev);
+
+/* Make the shared context current in the calling thread (cheap when it
+ * already is). Worker threads call this once before any CUDA work. */
+int vram_device_bind(vram_device *dev);
+
+/* Describe the device (the free bytes and stack limit are read now). */
+int vram_device_info_get(vram_device *dev, vram_device_info *out);
+
+/* Take a stream of the given priority from the device's pool (created on
+ * first need, non-blocking with respect to the legacy default stream), and
+ * give it back. Releasing a stream the pool did not hand out, or twice, is
+ * VRAM_EINVAL. */
+int vram_device_stream_acquire(vram_device *dev, vram_priority priority, vram_stream *out);
+int vram_device_stream_release(vram_device *dev, vram_stream stream);
+
+/* Device memory as the driver sees it now (cuMemGetInfo): free and total
+ * bytes. Cheap enough to sample, unlike vram_device_info_get(). */
+int vram_device_memory(vram_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
+/* Wait for all work on the device (cuCtxSynchronize). */
+int vram_device_synchronize(vram_device *dev);
+
+/* The shared context (a CUcontext), for code that calls CUDA itself. */
+void *vram_device_context(vram_device *dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,100 @@
+/* tests/gpu/test_gpu_streams.c - stream-ordered reuse with real events: a
+ * block freed on a stream whose work has not run yet is reused at once by
+ * that stream, is not handed to another stream until the work completed,
+ * and is handed to it once it has, without waiting. Stream A is held busy by
+ * cuStreamWaitValue32 on a host flag, so no kernel is needed. Needs a GPU. */
+#include <cuda.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vramkit.h"
+
+#define MiB (1024ull * 1024ull)
+
+static void run(const char *backend, vram_policy policy)
+{
+    vram_device *dev;
+    assert_int_equal(vram_device_open(0, NULL, &dev), 0);
+    vram_backend *b;
+    vram_backend_opts bo = {.device = dev};
+    assert_int_equal(vram_backend_create(backend, &bo, &b), 0);
+    vram_pool_opts po;
+    vram_pool_opts_init(&po);
+    po.backend = b;
+    po.policy = policy;
+    vram_pool *p;
+    assert_int_equal(vram_pool_create(&po, &p), 0);
+    vram_stream a, c;
+    assert_int_equal(vram_device_stream_acquire(dev, VRAM_PRIORITY_NORMAL, &a), 0);
+    assert_int_equal(vram_device_stream_acquire(dev, VRAM_PRIORITY_NORMAL, &c), 0);
+
+    volatile uint32_t *flag;
+    assert_int_equal(cuMemHostAlloc((void **)&flag, 4, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+    *flag = 0;
+    CUdeviceptr dflag;
+    assert_int_equal(cuMemHostGetDevicePointer(&dflag, (void *)flag, 0), CUDA_SUCCESS);
+    /* Stream a waits for the host; work queued behind it cannot run. */
+    assert_int_equal(cuStreamWaitValue32((CUstream)a, dflag, 1, CU_STREAM_WAIT_VALUE_GEQ),
+                     CUDA_SUCCESS);
+
+    void *x, *y, *z;
+    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, a, &x), 0);
+    assert_int_equal(cuMemsetD32Async((CUdeviceptr)x, 1, 2 * MiB, (CUstream)a), CUDA_SUCCESS);
+    assert_int_equal(vram_pool_free(p, x, a), 0);
+    /* The same stream reuses it at once: its work runs in order. */
+    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, a, &y), 0);
+    assert_ptr_equal(x, y);
+    assert_int_equal(vram_pool_free(p, y, a), 0);
+    /* Another stream does not get it while a's work is pending. */
+    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &z), 0);
+    assert_ptr_not_equal(z, x);
+    assert_int_equal(cuStreamQuery((CUstream)a), CUDA_ERROR_NOT_READY);
+    vram_pool_stats st;
+    assert_int_equal(vram_pool_stats_get(p, &st), 0);
+    assert_true(st.pending_bytes >= 8 * MiB);
+    /* Let a run; then c gets the block without anyone waiting. */
+    *flag = 1;
+    assert_int_equal(cuStreamSynchronize((CUstream)a), CUDA_SUCCESS);
+    void *w;
+    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &w), 0);
+    assert_ptr_equal(w, x);
+    assert_int_equal(vram_pool_stats_get(p, &st), 0);
+    assert_int_equal(st.event_waits_total, 0);
+    uint32_t v;
+    assert_int_equal(cuMemcpyDtoH(&v, (CUdeviceptr)w, 4), CUDA_SUCCESS);
+    assert_int_equal(v, 1); /* a's memset ran before c got the block */
+
+    assert_int_equal(vram_pool_free(p, z, c), 0);
+    assert_int_equal(vram_pool_free(p, w, c), 0);
+    assert_int_equal(vram_pool_destroy(p), 0);
+    assert_int_equal(vram_backend_destroy(b), 0);
+    assert_int_equal(cuMemFreeHost((void *)flag), CUDA_SUCCESS);
+    assert_int_equal(vram_device_stream_release(dev, a), 0);
+    assert_int_equal(vram_device_stream_release(dev, c), 0);
+    assert_int_equal(vram_device_close(dev), 0);
+}
+
+static void test_vmm(void **state)
+{
+    (void)state;
+    run("vmm", VRAM_POLICY_VMM);
+}
+
+static void test_cuda_async(void **state)
+{
+    (void)state;
+    run("cuda_async", VRAM_POLICY_SEGMENTS);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vmm),
+        cmocka_unit_test(test_cuda_async),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
