@@ -45,6 +45,8 @@ extern "C" {
       "segments: segment size for requests up to 10 MiB")                      \
     X(MAP_CHUNK, map_chunk, SIZE, "2MiB", "",                                  \
       "vmm: most bytes one physical chunk backs (unmapped only whole)")        \
+    X(HUGE_SIZE, huge_size, SIZE, "16MiB", "",                                \
+      "vmm: requests this large get a mapping of their own (0: never)")       \
     X(DEVICE, device, SIZE, "0", "",                                           \
       "GPU backends: index of the CUDA device they open")                      \
     X(STACK_LIMIT, stack_limit, SIZE, "256", "",                               \

@@ -84,6 +84,9 @@ typedef struct vram_pool_opts {
     uint64_t granularity;   /* vmm mapping unit; 0: the backend's */
     uint64_t map_chunk;     /* vmm: most bytes one mapping backs (a mapping is
                                unmapped only whole); 0: one granule */
+    uint64_t huge_size;     /* vmm, on backends with segments too: requests of
+                               at least this size get a mapping of their own,
+                               rounded to the granularity; 0: never */
     uint64_t retain_min;    /* vmm: free mapped bytes always kept */
     double retain_ratio;    /* vmm: free mapped bytes kept, fraction of peak live */
     uint64_t small_size;    /* requests up to this are packed apart */

@@ -1,10 +1,13 @@
 /* src/gpu/backend_vmm.c - the "vmm" backend: virtual ranges from
  * cuMemAddressReserve, backed chunk by chunk with cuMemCreate + cuMemMap +
  * cuMemSetAccess (one physical allocation per map call, remembered by its
- * address) and given back with cuMemUnmap + cuMemRelease. An unmap must
+ * address) and given back with cuMemUnmap + cuMemRelease; segments (for the
+ * pool's huge blocks) are a range of their own, mapped whole. An unmap must
  * cover whole mappings, as the driver demands. A failed step of a map undoes
  * the steps before it, so a cuMemCreate refused under memory pressure leaves
  * nothing behind. */
+#include <stdio.h>
+
 #include "backend_gpu.h"
 
 static int vmm_reserve(void *self, uint64_t size, uint64_t *addr)
@@ -103,11 +106,40 @@ static int vmm_unmap(void *self, uint64_t addr, uint64_t size)
     return 0;
 }
 
+/* Segments (the pool's huge blocks): a virtual range of their own, mapped
+ * whole in one chunk; given back whole. */
+static int vmm_segment_alloc(void *self, uint64_t size, vram_stream stream, uint64_t *addr)
+{
+    (void)stream;
+    uint64_t a = 0;
+    int rc = vmm_reserve(self, size, &a);
+    if (rc)
+        return rc;
+    rc = vmm_map(self, a, size);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vmm_release(self, a, size);
+        return vram__fail(rc, "%s", msg);
+    }
+    *addr = a;
+    return 0;
+}
+
+static int vmm_segment_free(void *self, uint64_t addr, uint64_t size, vram_stream stream)
+{
+    (void)stream;
+    int rc = vmm_unmap(self, addr, size);
+    return rc ? rc : vmm_release(self, addr, size);
+}
+
 static void vmm_destroy(void *self) { vram__gpu_backend_free(self); }
 
 static const vram_backend_ops vmm_ops = {
     .name = "vmm",
-    .caps = VRAM_BACKEND_MAP | VRAM_BACKEND_EVENTS,
+    .caps = VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_MAP | VRAM_BACKEND_EVENTS,
+    .segment_alloc = vmm_segment_alloc,
+    .segment_free = vmm_segment_free,
     .reserve = vmm_reserve,
     .release = vmm_release,
     .map = vmm_map,

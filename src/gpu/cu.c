@@ -38,14 +38,16 @@ static void load(void)
         return;
     }
     CUdriverProcAddressQueryResult status;
-#define VRAM__CU_GET(fn)                                                                      \
-    if (get(#fn, (void **)&vram__cu.fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=  \
+#define VRAM__CU_GET(fn, ver)                                                                 \
+    _Static_assert(__builtin_types_compatible_p(PFN_##fn##_v##ver, __typeof__(&fn)),           \
+                   #fn " at version " #ver " is not the prototype cuda.h declares");          \
+    if (get(#fn, (void **)&vram__cu.fn, ver, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=          \
             CUDA_SUCCESS ||                                                                   \
         !vram__cu.fn) {                                                                       \
         snprintf(load_msg, sizeof load_msg,                                                   \
-                 "the CUDA driver lacks %s at version %d (status %d); it is older than the "  \
-                 "CUDA %d.%d headers vramkit was built with",                                 \
-                 #fn, CUDA_VERSION, (int)status, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10); \
+                 "the CUDA driver lacks %s (version %d, status %d); it is older than vramkit " \
+                 "needs",                                                                     \
+                 #fn, ver, (int)status);                                                      \
         load_rc = VRAM_ENOSYS;                                                                \
         return;                                                                               \
     }

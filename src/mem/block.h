@@ -36,6 +36,8 @@ typedef struct vram__span {
     uint64_t addr, size;
     vram__block *head; /* lowest block; its descriptor never changes */
     struct vram__span *prev, *next;
+    struct vram__span *lprev, *lnext; /* vmm: free segments of huge blocks, oldest first */
+    uint8_t cached;                   /* vmm: in that list */
     uint8_t region;
 } vram__span;
 

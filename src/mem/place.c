@@ -96,6 +96,8 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram
 {
     if (vram__block_reserve(&p->slab))
         return VRAM_EHOSTMEM;
+    if (region == VRAM__HUGE)
+        return vram__huge_take(p, size, s, out);
     vram__block *b = find_free(p, size, region);
     if (p->has_events && p->st.pending_bytes && needs_memory(p, b, size)) {
         /* Before taking new memory, let frees whose work completed join. */
@@ -166,6 +168,10 @@ void vram__pool_release(vram_pool *p, vram__block *b)
         vram__block_put(&p->slab, next);
     }
     vram__tlsf_insert(t, b);
-    if (p->policy == VRAM_POLICY_VMM)
+    if (p->policy != VRAM_POLICY_VMM)
+        return;
+    if (b->region == VRAM__HUGE)
+        vram__huge_freed(p, b);
+    else
         vram__vmm_block_freed(p, addr, size, b);
 }

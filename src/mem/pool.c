@@ -63,6 +63,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .alignment = c->alignment,
         .granularity = c->granularity,
         .map_chunk = c->map_chunk,
+        .huge_size = c->huge_size,
         .retain_min = c->retain_min,
         .retain_ratio = c->retain_ratio,
         .small_size = c->small_size,
@@ -102,6 +103,9 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (b->capacity > VRAM__CAPACITY_MAX)
         return vram__fail(VRAM_EINVAL, "capacity %llu is beyond the %llu bytes a pool can index",
                           (unsigned long long)b->capacity, (unsigned long long)VRAM__CAPACITY_MAX);
+    if (o->policy == VRAM_POLICY_VMM && o->huge_size && o->huge_size <= o->small_size)
+        return vram__fail(VRAM_EINVAL, "huge_size %llu must be 0 or larger than small_size %llu",
+                          (unsigned long long)o->huge_size, (unsigned long long)o->small_size);
     if (!(o->retain_ratio >= 0 && o->retain_ratio <= 1))
         return vram__fail(VRAM_EINVAL, "retain_ratio %g must be between 0 and 1", o->retain_ratio);
     if (o->policy == VRAM_POLICY_SEGMENTS &&
@@ -194,6 +198,10 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->has_events = (p->backend->ops->caps & VRAM_BACKEND_EVENTS) != 0;
     p->granule = opts->alignment > 256 ? opts->alignment : 256;
     p->granularity = opts->granularity ? opts->granularity : p->backend->granularity;
+    p->huge_size = opts->policy == VRAM_POLICY_VMM &&
+                           (p->backend->ops->caps & VRAM_BACKEND_SEGMENTS)
+                       ? opts->huge_size
+                       : 0;
     p->map_chunk = opts->map_chunk > p->granularity ? opts->map_chunk / p->granularity : 1;
     if (p->map_chunk > INT32_MAX)
         p->map_chunk = INT32_MAX;
@@ -378,6 +386,10 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     int region = bsize > p->small_size;
     if (region)
         bsize = vram__align_up(bsize, p->large_round);
+    if (p->huge_size && bsize >= p->huge_size) {
+        region = VRAM__HUGE;
+        bsize = vram__align_up(bsize, p->granularity);
+    }
     vram__block *b;
     if (p->has_events && vram__stream_take_own(p, ss, bsize, region, &b) == 0)
         rc = 0;

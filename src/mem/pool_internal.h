@@ -16,7 +16,9 @@
 #include "vramkit/stats.h"
 #include "vramkit/trace.h"
 
-#define VRAM__REGIONS 2 /* 0: small requests, 1: large ones */
+#define VRAM__REGIONS 2 /* 0: small requests, 1: large ones (vmm: reserved ranges) */
+#define VRAM__HUGE 2    /* vmm: huge requests, each in a segment of its own */
+#define VRAM__INDEXES 3 /* free indexes: the regions and the huge segments */
 /* The free index covers blocks below 2^60 bytes; the large region spans
  * twice the capacity. */
 #define VRAM__CAPACITY_MAX (1ull << 56)
@@ -39,7 +41,7 @@ typedef struct vram__stream_state {
      * reusable by it at once, from its own index, and by the others once an
      * event recorded after their free has completed. Events are recorded
      * lazily, one per stream for all its frees since the last one. */
-    vram__tlsf own[2];
+    vram__tlsf own[VRAM__INDEXES];
     uint64_t epoch;               /* frees of this epoch have no event yet */
     uint64_t open_bytes;          /* bytes freed in this epoch */
     vram__stream_event *events;   /* recorded, oldest first */
@@ -76,6 +78,9 @@ struct vram_pool {
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
     uint64_t map_chunk;   /* vmm: most granules one mapping covers */
+    uint64_t huge_size;   /* vmm: requests this large get a segment each; 0: never */
+    uint64_t huge_free;   /* vmm: bytes of free huge segments (kept mapped) */
+    vram__span *huge_head, *huge_tail; /* free huge segments, oldest first */
     uint64_t retain_min;
     double retain_ratio;
     uint64_t small_size, large_round, segment_small, segment_medium;
@@ -83,7 +88,7 @@ struct vram_pool {
 
     vram__block_slab slab;
     vram__u64map live; /* address -> live block */
-    vram__tlsf free[VRAM__REGIONS];
+    vram__tlsf free[VRAM__INDEXES];
     vram__span *spans; /* segments or reservations */
     size_t n_spans;
 
@@ -132,6 +137,18 @@ int vram__vmm_init(vram_pool *p);
 int vram__vmm_destroy(vram_pool *p);
 /* A free block of `size` whose first `size` bytes are already mapped, among
  * the first few candidates of the free index (removed from it), or NULL. */
+/* vmm huge blocks (huge.c): a segment of their own, mapped whole, kept
+ * when free (retention) and given back oldest first. */
+int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **out);
+void vram__huge_freed(vram_pool *p, vram__block *b);
+/* Give back free huge segments, oldest first, until at most `keep` bytes of
+ * them stay; adds what was given back to *released. 0 or the first error. */
+int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released);
+/* Whether a free huge block of b->size may serve `size` (not too large). */
+int vram__huge_fits(uint64_t size, const vram__block *b);
+/* Free memory kept mapped: free granules plus free huge segments. Give back
+ * until at most `keep` bytes of it stay (huge segments first). */
+int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released);
 vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region);
 /* Whether the first `size` bytes of free block `b` touch an unmapped granule. */
 int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size);

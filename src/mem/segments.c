@@ -8,6 +8,8 @@
 
 static uint64_t segment_size(const vram_pool *p, uint64_t size, int region)
 {
+    if (region == VRAM__HUGE) /* vmm huge blocks: rounded by the caller */
+        return size;
     if (region == 0)
         return size <= p->segment_small ? p->segment_small : vram__align_up(size, p->granularity);
     if (size <= p->segment_medium / 2)
@@ -63,6 +65,8 @@ int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s)
 
 int vram__segments_trim(vram_pool *p, uint64_t *released)
 {
+    if (p->policy == VRAM_POLICY_VMM) /* its segments are the huge blocks' */
+        return vram__huge_release(p, 0, released);
     int first_rc = 0;
     vram__span *sp = p->spans;
     while (sp) {

@@ -43,6 +43,8 @@ static void add_block(vram_pool *p, cJSON *arr, const vram__block *b, uint64_t a
 
 static int page_mapped(const vram_pool *p, int r, uint64_t addr)
 {
+    if (r == VRAM__HUGE) /* a huge block's segment is mapped whole */
+        return 1;
     uint64_t i = p->vmm[r].page0 + (addr - p->vmm[r].span->addr) / p->granularity;
     return p->page_state[i] != VRAM__PAGE_UNMAPPED;
 }
@@ -89,11 +91,11 @@ static void add_segment(cJSON *arr, uint64_t addr, uint64_t size, const char *wh
 
 static void add_segments(vram_pool *p, cJSON *arr, vram__span *const *spans, size_t n)
 {
-    if (p->policy == VRAM_POLICY_SEGMENTS) {
-        for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
+        if (p->policy == VRAM_POLICY_SEGMENTS || spans[i]->region == VRAM__HUGE)
             add_segment(arr, spans[i]->addr, spans[i]->size, "segment");
+    if (p->policy == VRAM_POLICY_SEGMENTS)
         return;
-    }
     for (int r = 0; r < VRAM__REGIONS; r++) {
         const vram__vmm_region *v = &p->vmm[r];
         for (uint64_t i = 0; i < v->npages;) {
@@ -122,6 +124,8 @@ static cJSON *settings_json(vram_pool *p)
     cJSON_AddNumberToObject(s, "retain_ratio", p->retain_ratio);
     cJSON_AddNumberToObject(s, "small_size", (double)p->small_size);
     cJSON_AddNumberToObject(s, "large_round", (double)p->large_round);
+    cJSON_AddNumberToObject(s, "map_chunk", (double)(p->map_chunk * p->granularity));
+    cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
     cJSON_AddNumberToObject(s, "segment_small", (double)p->segment_small);
     cJSON_AddNumberToObject(s, "segment_medium", (double)p->segment_medium);
     cJSON_AddNumberToObject(s, "capacity", (double)p->capacity);

@@ -164,18 +164,25 @@ static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
     fifo_append(ss, b);
 }
 
+static int huge_fits(void *ctx, const vram__block *b)
+{
+    return vram__huge_fits(*(const uint64_t *)ctx, b);
+}
+
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
                           vram__block **out)
 {
     if (!ss->pending_head || vram__block_reserve(&p->slab))
         return VRAM_ENOMEM;
-    vram__block *b = vram__tlsf_take(&ss->own[region], size);
+    vram__block *b = region == VRAM__HUGE ? vram__tlsf_take_if(&ss->own[region], size, huge_fits,
+                                                                 &size, 32)
+                                          : vram__tlsf_take(&ss->own[region], size);
     if (!b)
         return VRAM_ENOMEM;
     vram__tlsf_insert(&ss->own[region], b); /* own_remove expects it indexed */
     vram__block *before = b->pprev; /* the rest keeps b's place: the list stays in epoch order */
     own_remove(p, ss, b);
-    if (b->size - size >= p->granule) {
+    if (region != VRAM__HUGE && b->size - size >= p->granule) {
         /* The rest stays pending on this stream, in the same epoch. */
         vram__block *rest = vram__block_new(&p->slab);
         *rest = (vram__block){.addr = b->addr + size, .size = b->size - size, .prev = b,

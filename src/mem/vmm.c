@@ -220,6 +220,8 @@ static unsigned vmm_release_all(vram_pool *p)
 int vram__vmm_destroy(vram_pool *p)
 {
     unsigned failed = vmm_release_all(p);
+    if (vram__huge_release(p, 0, NULL))
+        failed++;
     if (failed)
         vram__log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to give back some memory: %s",
                   p->name, vram_last_error());
@@ -292,10 +294,10 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
     }
     /* Retained memory never raises the peak: if mapping the new granules
      * would, give back retained chunks first. */
-    uint64_t after = p->st.reserved_bytes + need;
-    if (need && p->free_mapped && after > p->st.peak_reserved_bytes) {
+    uint64_t after = p->st.reserved_bytes + need, kept = p->free_mapped + p->huge_free;
+    if (need && kept && after > p->st.peak_reserved_bytes) {
         uint64_t over = after - p->st.peak_reserved_bytes;
-        unmap_down_to(p, p->free_mapped > over ? p->free_mapped - over : 0, NULL);
+        vram__vmm_release_retained(p, kept > over ? kept - over : 0, NULL);
     }
     int rc = 0;
     uint64_t gfirst = page_addr(p, (int64_t)first), glast = page_addr(p, (int64_t)last);
@@ -363,14 +365,30 @@ static int unmap_down_to(vram_pool *p, uint64_t limit, uint64_t *released)
     return 0;
 }
 
+int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released)
+{
+    uint64_t kept = p->free_mapped + p->huge_free;
+    if (kept <= keep)
+        return 0;
+    uint64_t excess = kept - keep;
+    int rc = vram__huge_release(p, p->huge_free > excess ? p->huge_free - excess : 0, released);
+    if (rc)
+        return rc;
+    kept = p->free_mapped + p->huge_free;
+    if (kept <= keep)
+        return 0;
+    excess = kept - keep;
+    return unmap_down_to(p, p->free_mapped > excess ? p->free_mapped - excess : 0, released);
+}
+
 void vram__vmm_enforce_retention(vram_pool *p)
 {
     uint64_t limit = (uint64_t)(p->retain_ratio * (double)p->st.peak_live_bytes);
     if (limit < p->retain_min)
         limit = p->retain_min;
-    if (p->free_mapped <= limit)
+    if (p->free_mapped + p->huge_free <= limit)
         return;
-    if (unmap_down_to(p, limit, NULL))
+    if (vram__vmm_release_retained(p, limit, NULL))
         vram__log(VRAM_LOG_WARN, "pool \"%s\": could not unmap free memory: %s", p->name,
                   vram_last_error());
 }
@@ -390,7 +408,7 @@ void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vra
 
 int vram__vmm_trim(vram_pool *p, uint64_t *released)
 {
-    return unmap_down_to(p, 0, released);
+    return vram__vmm_release_retained(p, 0, released);
 }
 
 typedef struct interval {
@@ -472,5 +490,6 @@ uint64_t vram__vmm_largest_free(vram_pool *p)
         }
     }
     free(c.iv);
-    return best;
+    uint64_t huge = vram__tlsf_largest(&p->free[VRAM__HUGE]);
+    return huge > best ? huge : best;
 }

@@ -70,12 +70,12 @@ if rows:
 
 sweep = jsonl("sweep.jsonl")
 if sweep:
-    print("## vmm: chunk size and retention (one run each)\n")
-    print("| trace | map chunk | retain ratio | held/live | backend calls | cold ns/op | warm ns/op |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("## vmm: huge blocks, chunk size and retention (one run each)\n")
+    print("| trace | huge size | map chunk | retain ratio | held/live | backend calls | cold ns/op | warm ns/op |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for r in sweep:
-        print("| %s | %s | %s | %.3f | %d | %.0f | %.0f |" % (
-            os.path.basename(r["trace"]).replace(".csv.gz", ""), r["map_chunk"],
+        print("| %s | %s | %s | %s | %.3f | %d | %.0f | %.0f |" % (
+            os.path.basename(r["trace"]).replace(".csv.gz", ""), r.get("huge_size", ""), r["map_chunk"],
             r["retain_ratio"], r["reserved_ratio"], r["backend_calls"], r["ns_per_op"],
             r["warm_ns_per_op"]))
     print()
