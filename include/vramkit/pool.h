@@ -18,8 +18,11 @@
  *
  * Stream order: a block freed with vram_pool_free(pool, ptr, s) is reusable
  * by other streams only once an event recorded after the free has completed.
- * Backends with real events (CUDA): the block is reusable by s itself at
- * once (work on one stream runs in order); events are recorded lazily, one
+ * Backends with real events (CUDA): while s is the only stream that has used
+ * the pool, a free is reusable at once; when a second stream first uses the
+ * pool, the pool waits once for the work queued on the first. From then on a
+ * block is reusable by s itself at once (work on one stream runs in order)
+ * and by the others after an event: events are recorded lazily, one
  * per stream for all its frees since the previous one, only when an
  * allocation would otherwise take new memory from the backend, and queried
  * then; the pool waits for them only when memory is short, on trim and on

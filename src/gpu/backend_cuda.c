@@ -38,11 +38,7 @@ static const vram_backend_ops cuda_ops = {
     .caps = VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_EVENTS,
     .segment_alloc = cuda_segment_alloc,
     .segment_free = cuda_segment_free,
-    .mem_info = vram__gpu_mem_info,
-    .event_record = vram__gpu_event_record,
-    .event_query = vram__gpu_event_query,
-    .event_wait = vram__gpu_event_wait,
-    .event_release = vram__gpu_event_release,
+    VRAM__GPU_SHARED_OPS,
     .destroy = cuda_destroy,
 };
 

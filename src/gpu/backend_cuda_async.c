@@ -47,11 +47,7 @@ static const vram_backend_ops async_ops = {
     .caps = VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_EVENTS,
     .segment_alloc = async_segment_alloc,
     .segment_free = async_segment_free,
-    .mem_info = vram__gpu_mem_info,
-    .event_record = vram__gpu_event_record,
-    .event_query = vram__gpu_event_query,
-    .event_wait = vram__gpu_event_wait,
-    .event_release = vram__gpu_event_release,
+    VRAM__GPU_SHARED_OPS,
     .destroy = async_destroy,
 };
 

@@ -21,6 +21,12 @@ typedef struct vram__gpu_backend {
     CUmemAccessDesc access;
 } vram__gpu_backend;
 
+/* The table entries every GPU backend shares. */
+#define VRAM__GPU_SHARED_OPS                                                                  \
+    .mem_info = vram__gpu_mem_info, .event_record = vram__gpu_event_record,                   \
+    .event_query = vram__gpu_event_query, .event_wait = vram__gpu_event_wait,                 \
+    .event_release = vram__gpu_event_release
+
 /* Shared table entries. */
 int vram__gpu_mem_info(void *self, uint64_t *free_bytes, uint64_t *total);
 int vram__gpu_event_record(void *self, vram_stream stream, void **event);

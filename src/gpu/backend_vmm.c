@@ -144,11 +144,7 @@ static const vram_backend_ops vmm_ops = {
     .release = vmm_release,
     .map = vmm_map,
     .unmap = vmm_unmap,
-    .mem_info = vram__gpu_mem_info,
-    .event_record = vram__gpu_event_record,
-    .event_query = vram__gpu_event_query,
-    .event_wait = vram__gpu_event_wait,
-    .event_release = vram__gpu_event_release,
+    VRAM__GPU_SHARED_OPS,
     .destroy = vmm_destroy,
 };
 

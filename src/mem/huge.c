@@ -71,13 +71,9 @@ int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **ou
             uint64_t over = after - p->st.peak_reserved_bytes;
             vram__vmm_release_retained(p, kept > over ? kept - over : 0, NULL);
         }
-        int rc = vram__segments_grow(p, size, VRAM__HUGE, s);
+        int rc = vram__segments_grow_take(p, size, VRAM__HUGE, s, &b);
         if (rc)
             return rc;
-        b = vram__tlsf_take(&p->free[VRAM__HUGE], size);
-        if (!b) /* a new segment always fits its request */
-            return vram__fail(VRAM_EBACKEND, "segment grown for %llu bytes does not fit them",
-                              (unsigned long long)size);
     }
     b->state = VRAM__LIVE;
     *out = b;
@@ -92,6 +88,11 @@ void vram__huge_freed(vram_pool *p, vram__block *b)
 
 int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released)
 {
+    if (p->huge_free > keep && p->huge_head) {
+        int rc = vram__streams_settle_solo(p);
+        if (rc)
+            return rc;
+    }
     while (p->huge_free > keep && p->huge_head) {
         vram__span *sp = p->huge_head;
         uint64_t size = sp->size;

@@ -76,7 +76,7 @@ static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
 static vram__block *find_free(vram_pool *p, uint64_t size, int region)
 {
     vram__block *b = NULL;
-    if (p->policy == VRAM_POLICY_VMM && p->map_chunk > 1 && region == 1 &&
+    if (p->policy == VRAM_POLICY_VMM && (p->map_chunk > 1 || p->pressure) && region == 1 &&
         p->free_mapped >= size)
         b = vram__vmm_take_mapped(p, size, region);
     if (!b)
@@ -116,13 +116,9 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram
                               vram__fmt_bytes(a, sizeof a, size), region ? "large" : "small",
                               vram__fmt_bytes(c, sizeof c, p->vmm[region].span->size));
         }
-        int rc = vram__segments_grow(p, size, region, s);
+        int rc = vram__segments_grow_take(p, size, region, s, &b);
         if (rc)
             return rc;
-        b = vram__tlsf_take(&p->free[region], size);
-        if (!b) /* a new segment always fits its request */
-            return vram__fail(VRAM_EBACKEND, "segment grown for %llu bytes does not fit them",
-                              (unsigned long long)size);
     }
     if (should_split(p, b, size)) {
         if (vram__block_reserve(&p->slab)) { /* the new segment took the spare */

@@ -400,8 +400,11 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         uint64_t released = 0;
         release_free_memory(p, &released);
         released += vram__streams_wait_all(p);
-        if (released)
+        if (released) {
+            p->pressure = 1; /* place where memory is mapped already, if anywhere */
             rc = vram__pool_take(p, bsize, region, s, &b);
+            p->pressure = 0;
+        }
     }
     if (rc) {
         if (rc == VRAM_ENOMEM || rc == VRAM_EBACKEND)

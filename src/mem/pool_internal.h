@@ -74,6 +74,9 @@ struct vram_pool {
     vram_backend *backend;
     int owns_backend;
     int has_events;
+    int shared_streams; /* with events: a second stream has used the pool */
+    int solo_dirty;     /* with events, one stream: frees since its work was waited for */
+    int pressure;       /* retrying an allocation the backend refused */
     vram_policy policy;
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
@@ -161,6 +164,9 @@ uint64_t vram__vmm_largest_free(vram_pool *p);
 /* segments.c */
 int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s);
 int vram__segments_trim(vram_pool *p, uint64_t *released);
+/* Grow by a segment for `size` and take the block from it. */
+int vram__segments_grow_take(vram_pool *p, uint64_t size, int region, vram_stream s,
+                             vram__block **out);
 int vram__segments_should_split(const vram_pool *p, const vram__block *b, uint64_t size);
 
 /* streams.c */
@@ -174,6 +180,10 @@ int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, i
  * one, then release the blocks whose events completed (waiting for them when
  * `wait`). Returns the bytes released. */
 uint64_t vram__streams_reclaim(vram_pool *p, int wait);
+/* With events and a single stream: before memory it freed goes back to the
+ * backend, wait for the work queued on it (once per batch of frees). 0 or
+ * the backend's error (then nothing may be given back). */
+int vram__streams_settle_solo(vram_pool *p);
 uint64_t vram__streams_wait_all(vram_pool *p);
 /* Complete every pending free, waiting for real events; without `force` a
  * block whose wait fails stays pending (and its error is returned). */

@@ -63,10 +63,26 @@ int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s)
     return 0;
 }
 
+int vram__segments_grow_take(vram_pool *p, uint64_t size, int region, vram_stream s,
+                             vram__block **out)
+{
+    int rc = vram__segments_grow(p, size, region, s);
+    if (rc)
+        return rc;
+    *out = vram__tlsf_take(&p->free[region], size);
+    if (!*out) /* a new segment always fits its request */
+        return vram__fail(VRAM_EBACKEND, "segment grown for %llu bytes does not fit them",
+                          (unsigned long long)size);
+    return 0;
+}
+
 int vram__segments_trim(vram_pool *p, uint64_t *released)
 {
     if (p->policy == VRAM_POLICY_VMM) /* its segments are the huge blocks' */
         return vram__huge_release(p, 0, released);
+    int settled = vram__streams_settle_solo(p);
+    if (settled)
+        return settled;
     int first_rc = 0;
     vram__span *sp = p->spans;
     while (sp) {

@@ -22,6 +22,55 @@
 #include "base/log_internal.h"
 #include "pool_internal.h"
 
+/* With events, while a single stream uses the pool its frees are free at
+ * once: its own later work runs after the work that used them. When a
+ * second stream arrives, the pool waits once for the work queued on the
+ * first, so that what the first freed is safe for the newcomer; from then on
+ * frees wait for events. */
+static int second_stream_joins(vram_pool *p)
+{
+    vram__stream_state *first = &p->streams[0];
+    void *ev = NULL;
+    p->st.backend_calls_total++;
+    int rc = vram__backend_event_record(p->backend, first->handle, &ev);
+    if (!rc) {
+        p->st.event_waits_total++;
+        rc = vram__backend_event_wait(p->backend, ev);
+        p->backend->ops->event_release(p->backend->self, ev);
+    }
+    if (rc) {
+        p->st.backend_failures_total++;
+        return vram__fail_prefix(rc, "pool \"%s\": a second stream cannot join until the "
+                                     "first's work is waited for: ",
+                                 p->name);
+    }
+    p->shared_streams = 1;
+    p->solo_dirty = 0; /* the wait covered every free so far */
+    return 0;
+}
+
+int vram__streams_settle_solo(vram_pool *p)
+{
+    if (!p->has_events || p->shared_streams || !p->solo_dirty || !p->n_streams)
+        return 0;
+    void *ev = NULL;
+    p->st.backend_calls_total++;
+    int rc = vram__backend_event_record(p->backend, p->streams[0].handle, &ev);
+    if (!rc) {
+        p->st.event_waits_total++;
+        rc = vram__backend_event_wait(p->backend, ev);
+        p->backend->ops->event_release(p->backend->self, ev);
+    }
+    if (rc) {
+        p->st.backend_failures_total++;
+        return vram__fail_prefix(rc, "pool \"%s\": memory freed on the stream cannot be given "
+                                     "back before its work is waited for: ",
+                                 p->name);
+    }
+    p->solo_dirty = 0;
+    return 0;
+}
+
 static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
 {
     if (VRAM__LIKELY(p->n_streams && p->streams[p->last_stream].handle == s)) {
@@ -34,6 +83,11 @@ static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
             *out = &p->streams[i];
             return 0;
         }
+    }
+    if (p->has_events && p->n_streams == 1 && !p->shared_streams) {
+        int rc = second_stream_joins(p);
+        if (rc)
+            return rc;
     }
     vram__stream_state *grown =
         vram__grow(p->streams, &p->cap_streams, p->n_streams, sizeof *p->streams, 8);
@@ -280,6 +334,11 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait)
 
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)
 {
+    if (p->has_events && !p->shared_streams) { /* one stream: free at once */
+        p->solo_dirty = 1;
+        vram__pool_release(p, b);
+        return 0;
+    }
     if (p->has_events) {
         defer_evented(p, ss, b);
         return 0;

@@ -189,6 +189,8 @@ static unsigned vmm_release_all(vram_pool *p)
     unsigned failed = 0;
     if (!p->page_state)
         return 0;
+    if (vram__streams_settle_solo(p)) /* the work may still run: keep the mappings */
+        return 1;
     for (int r = 0; r < VRAM__REGIONS; r++) {
         vram__span *sp = p->vmm[r].span;
         if (!sp)
@@ -370,6 +372,9 @@ int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released)
     uint64_t kept = p->free_mapped + p->huge_free;
     if (kept <= keep)
         return 0;
+    int settled = vram__streams_settle_solo(p);
+    if (settled)
+        return settled;
     uint64_t excess = kept - keep;
     int rc = vram__huge_release(p, p->huge_free > excess ? p->huge_free - excess : 0, released);
     if (rc)

@@ -122,3 +122,15 @@ torch = read("torch.md")
 if torch:
     print("## PyTorch under vramkit\n")
     print(torch)
+retain = read("torch_retain.md")
+if retain:
+    print("## PyTorch under vramkit with VRAM_RETAIN_RATIO=1\n")
+    print(retain)
+stack = jsonl("stack.jsonl")
+if stack:
+    print("## The stack the workloads' kernels need\n")
+    print("The shared context started at VRAM_STACK_LIMIT=0; the driver raises the limit when a")
+    print("kernel needs more. After each workload under vramkit:\n")
+    for d in stack:
+        print("- %s: stack limit %s B" % (d.get("workload"), d.get("stack_limit_bytes")))
+    print()
