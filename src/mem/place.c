@@ -76,8 +76,10 @@ static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
 static vram__block *find_free(vram_pool *p, uint64_t size, int region)
 {
     vram__block *b = NULL;
-    if (p->policy == VRAM_POLICY_VMM && (p->map_chunk > 1 || p->pressure) && region == 1 &&
-        p->free_mapped >= size)
+    if (p->policy == VRAM_POLICY_VMM && p->pressure)
+        b = vram__vmm_take_least_unmapped(p, size, region);
+    else if (p->policy == VRAM_POLICY_VMM && p->map_chunk > 1 && region == 1 &&
+             p->free_mapped >= size)
         b = vram__vmm_take_mapped(p, size, region);
     if (!b)
         b = vram__tlsf_take(&p->free[region], size);

@@ -400,8 +400,8 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         uint64_t released = 0;
         release_free_memory(p, &released);
         released += vram__streams_wait_all(p);
-        if (released) {
-            p->pressure = 1; /* place where memory is mapped already, if anywhere */
+        if (released || p->policy == VRAM_POLICY_VMM) {
+            p->pressure = 1; /* place where the fewest granules must be mapped */
             rc = vram__pool_take(p, bsize, region, s, &b);
             p->pressure = 0;
         }

@@ -153,6 +153,9 @@ int vram__huge_fits(uint64_t size, const vram__block *b);
  * until at most `keep` bytes of it stay (huge segments first). */
 int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released);
 vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region);
+/* Under pressure: of the first few candidates, the one whose first `size`
+ * bytes need the fewest new granules (removed from the index), or NULL. */
+vram__block *vram__vmm_take_least_unmapped(vram_pool *p, uint64_t size, int region);
 /* Whether the first `size` bytes of free block `b` touch an unmapped granule. */
 int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size);
 int vram__vmm_back(vram_pool *p, vram__block *b);

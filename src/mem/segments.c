@@ -80,6 +80,11 @@ int vram__segments_trim(vram_pool *p, uint64_t *released)
 {
     if (p->policy == VRAM_POLICY_VMM) /* its segments are the huge blocks' */
         return vram__huge_release(p, 0, released);
+    vram__span *any = p->spans;
+    while (any && !(any->head->state == VRAM__FREE && !any->head->next))
+        any = any->next;
+    if (!any)
+        return 0; /* no segment is wholly free */
     int settled = vram__streams_settle_solo(p);
     if (settled)
         return settled;

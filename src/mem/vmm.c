@@ -272,6 +272,36 @@ static int fully_mapped(void *ctx, const vram__block *b)
     return !vram__vmm_unmapped_in(m->p, b, m->size);
 }
 
+typedef struct least_probe {
+    vram_pool *p;
+    uint64_t size;
+    vram__block *best;
+    uint64_t best_need;
+} least_probe;
+
+static int note_least(void *ctx, const vram__block *b)
+{
+    least_probe *m = ctx;
+    uint64_t first, last, need = 0;
+    page_range(m->p, b->region, b->addr, m->size, &first, &last);
+    for (uint64_t i = first; i <= last; i++)
+        need += m->p->page_state[i] == VRAM__PAGE_UNMAPPED;
+    if (!m->best || need < m->best_need) {
+        m->best = (vram__block *)b;
+        m->best_need = need;
+    }
+    return 0; /* look at them all, take the best after */
+}
+
+vram__block *vram__vmm_take_least_unmapped(vram_pool *p, uint64_t size, int region)
+{
+    least_probe m = {p, size, NULL, 0};
+    vram__tlsf_take_if(&p->free[region], size, note_least, &m, MAPPED_CANDIDATES);
+    if (m.best)
+        vram__tlsf_remove(&p->free[region], m.best);
+    return m.best;
+}
+
 /* Placement that maps nothing when free mapped memory can take the block:
  * mapping costs tens of microseconds, searching a few candidates does not. */
 vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region)
@@ -372,6 +402,8 @@ int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released)
     uint64_t kept = p->free_mapped + p->huge_free;
     if (kept <= keep)
         return 0;
+    if (!p->huge_head && p->clru_head == VRAM__NO_PAGE)
+        return 0; /* only parts of chunks are free: nothing can go back */
     int settled = vram__streams_settle_solo(p);
     if (settled)
         return settled;

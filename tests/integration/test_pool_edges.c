@@ -125,6 +125,7 @@ static void test_mute_backend_message(void **state)
 /* A backend with events whose queries fail: freed blocks stay pending. */
 typedef struct ev_backend {
     int records, waits;
+    vram_stream last_record; /* the stream of the latest record */
 } ev_backend;
 static int ev_reserve(void *self, uint64_t size, uint64_t *addr)
 {
@@ -141,9 +142,9 @@ static int ev_ok2(void *self, uint64_t a, uint64_t b)
 }
 static int ev_record(void *self, vram_stream s, void **ev)
 {
-    (void)s;
     ev_backend *e = self;
     e->records++;
+    e->last_record = s;
     *ev = (void *)(uintptr_t)e->records;
     return 0;
 }
@@ -160,6 +161,11 @@ static int ev_wait(void *self, void *ev)
 }
 static void ev_release(void *self, void *ev) { (void)self, (void)ev; }
 
+/* While one stream uses the pool its frees are free at once; the second
+ * stream's first operation makes the pool wait once for the first's work.
+ * From then on a freed block is reusable by its stream at once and by the
+ * others after an event; here every query fails, so the block stays pending
+ * until a trim waits for it. */
 static void test_failed_event_query_keeps_block(void **state)
 {
     (void)state;
@@ -178,26 +184,55 @@ static void test_failed_event_query_keeps_block(void **state)
     assert_int_equal(vram_backend_create_custom(&ops, &eb, 1024 * MiB, 2 * MiB, &b), 0);
     vram_pool *p = pool_on(b, VRAM_POLICY_VMM);
     vram_stream s1 = (vram_stream)0x1, s2 = (vram_stream)0x2;
-    void *x, *y, *z;
+    void *x, *y, *z, *t;
+    vram_pool_stats st;
+    /* One stream alone: a free is free at once, with no event. */
+    assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, s1, &x), 0);
+    assert_int_equal(vram_pool_free(p, x, s1), 0);
+    assert_int_equal(vram_pool_stats_get(p, &st), 0);
+    assert_int_equal(st.pending_bytes, 0);
+    assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, s1, &z), 0);
+    assert_ptr_equal(x, z);
+    assert_int_equal(vram_pool_free(p, z, s1), 0);
+    assert_int_equal(eb.records, 0);
+    assert_int_equal(eb.waits, 0);
+    /* s2's first operation joins: one event on s1, waited for at once. */
+    assert_int_equal(vram_pool_alloc(p, 4 * KiB, 0, VRAM_KIND_IO, s2, &t), 0);
+    assert_int_equal(eb.records, 1);
+    assert_ptr_equal(eb.last_record, s1);
+    assert_int_equal(eb.waits, 1);
+    assert_int_equal(vram_pool_stats_get(p, &st), 0);
+    assert_int_equal(st.event_waits_total, 1);
+    assert_int_equal(st.pending_bytes, 0);
+    /* Shared from now on: t's free is pending; a trim records its event and
+     * waits for it (the query is never asked). */
+    assert_int_equal(vram_pool_free(p, t, s2), 0);
+    assert_int_equal(vram_pool_stats_get(p, &st), 0);
+    assert_int_equal(st.pending_bytes, 4 * KiB);
+    assert_int_equal(vram_pool_trim(p, NULL), 0);
+    assert_int_equal(eb.records, 2);
+    assert_ptr_equal(eb.last_record, s2);
+    assert_int_equal(eb.waits, 2);
+    int records0 = eb.records, waits0 = eb.waits;
     /* The freeing stream reuses its block at once, with no event. */
     assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, s1, &x), 0);
     assert_int_equal(vram_pool_free(p, x, s1), 0);
     assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, s1, &z), 0);
     assert_ptr_equal(x, z);
-    assert_int_equal(eb.records, 0);
+    assert_int_equal(eb.records, records0);
     assert_int_equal(vram_pool_free(p, z, s1), 0);
     /* Another stream needing new memory first records an event on s1 and
      * queries it; the query fails, so x stays pending. */
     assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, s2, &y), 0);
-    assert_int_equal(eb.records, 1);
+    assert_int_equal(eb.records, records0 + 1);
+    assert_ptr_equal(eb.last_record, s1);
     assert_ptr_not_equal(x, y); /* the query failed: x may still be in use */
-    vram_pool_stats st;
     assert_int_equal(vram_pool_stats_get(p, &st), 0);
     assert_int_equal(st.pending_bytes, 2 * MiB);
     assert_int_equal(vram_pool_free(p, y, s2), 0);
     assert_int_equal(vram_pool_trim(p, NULL), 0); /* waits for both */
-    assert_int_equal(eb.records, 2);
-    assert_int_equal(eb.waits, 2);
+    assert_int_equal(eb.records, records0 + 2);
+    assert_int_equal(eb.waits, waits0 + 2);
     assert_int_equal(vram_pool_stats_get(p, &st), 0);
     assert_int_equal(st.pending_bytes, 0);
     assert_int_equal(vram_pool_destroy(p), 0);
