@@ -81,6 +81,21 @@ set -e
 [ "$rc" -ne 0 ] || fail "granularity 3K accepted"
 grep -q "power of two" "$tmp/gran.err" || fail "bad granularity message: $(cat "$tmp/gran.err")"
 
+# --compare needs a GPU backend; without a GPU a GPU backend says why.
+set +e
+"$vramkit" replay --compare "${traces[0]}" 2>"$tmp/cmp.err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "needs a GPU backend" "$tmp/cmp.err" || fail "--compare on sim: rc $rc $(cat "$tmp/cmp.err")"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    for b in vmm cuda cuda_async; do
+        set +e
+        "$vramkit" replay --backend $b --runs 1 "${traces[0]}" >/dev/null 2>"$tmp/gpu.err"; rc=$?
+        set -e
+        [ "$rc" -eq 1 ] || fail "--backend $b without a GPU exited $rc"
+        grep -Eq "no CUDA driver|no usable GPU|needs a GPU" "$tmp/gpu.err" || fail "--backend $b: $(cat "$tmp/gpu.err")"
+    done
+fi
+
 # config lists every option with its source, and rejects a malformed variable.
 "$vramkit" config | grep -q "^VRAM_GRANULARITY .*default" || fail "config table"
 VRAM_GRANULARITY=4MiB "$vramkit" config | grep -q "^VRAM_GRANULARITY  *4MiB  *environment" \
