@@ -22,37 +22,10 @@
 #include "base/log_internal.h"
 #include "pool_internal.h"
 
-/* With events, while a single stream uses the pool its frees are free at
- * once: its own later work runs after the work that used them. When a
- * second stream arrives, the pool waits once for the work queued on the
- * first, so that what the first freed is safe for the newcomer; from then on
- * frees wait for events. */
-static int second_stream_joins(vram_pool *p)
+/* Wait for the work queued so far on the pool's first stream (an event
+ * recorded now, waited for). On failure the sentence says `why`. */
+static int wait_first_stream(vram_pool *p, const char *why)
 {
-    vram__stream_state *first = &p->streams[0];
-    void *ev = NULL;
-    p->st.backend_calls_total++;
-    int rc = vram__backend_event_record(p->backend, first->handle, &ev);
-    if (!rc) {
-        p->st.event_waits_total++;
-        rc = vram__backend_event_wait(p->backend, ev);
-        p->backend->ops->event_release(p->backend->self, ev);
-    }
-    if (rc) {
-        p->st.backend_failures_total++;
-        return vram__fail_prefix(rc, "pool \"%s\": a second stream cannot join until the "
-                                     "first's work is waited for: ",
-                                 p->name);
-    }
-    p->shared_streams = 1;
-    p->solo_dirty = 0; /* the wait covered every free so far */
-    return 0;
-}
-
-int vram__streams_settle_solo(vram_pool *p)
-{
-    if (!p->has_events || p->shared_streams || !p->solo_dirty || !p->n_streams)
-        return 0;
     void *ev = NULL;
     p->st.backend_calls_total++;
     int rc = vram__backend_event_record(p->backend, p->streams[0].handle, &ev);
@@ -63,12 +36,32 @@ int vram__streams_settle_solo(vram_pool *p)
     }
     if (rc) {
         p->st.backend_failures_total++;
-        return vram__fail_prefix(rc, "pool \"%s\": memory freed on the stream cannot be given "
-                                     "back before its work is waited for: ",
-                                 p->name);
+        return vram__fail_prefix(rc, "pool \"%s\": %s: ", p->name, why);
     }
-    p->solo_dirty = 0;
+    p->solo_dirty = 0; /* the wait covered every free so far */
     return 0;
+}
+
+/* With events, while a single stream uses the pool its frees are free at
+ * once: its own later work runs after the work that used them. When a
+ * second stream arrives, the pool waits once for the work queued on the
+ * first, so that what the first freed is safe for the newcomer; from then on
+ * frees wait for events. */
+static int second_stream_joins(vram_pool *p)
+{
+    int rc = wait_first_stream(p, "a second stream cannot join until the first's work is "
+                                  "waited for");
+    if (!rc)
+        p->shared_streams = 1;
+    return rc;
+}
+
+int vram__streams_settle_solo(vram_pool *p)
+{
+    if (!p->has_events || p->shared_streams || !p->solo_dirty || !p->n_streams)
+        return 0;
+    return wait_first_stream(p, "memory freed on the stream cannot be given back before its "
+                                "work is waited for");
 }
 
 static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
