@@ -97,6 +97,9 @@ int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t
 int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t fail_count,
                                vram_backend **out);
 
+/* Whether `name` is one of the GPU backends (cuda, cuda_async, vmm). */
+int vram_backend_is_gpu(const char *name);
+
 /* Destroy; VRAM_EBUSY while a pool still uses the backend. */
 int vram_backend_destroy(vram_backend *backend);
 

@@ -25,6 +25,12 @@ static int wrap(const vram_backend_ops *ops, void *self, uint64_t capacity, uint
     return 0;
 }
 
+int vram_backend_is_gpu(const char *name)
+{
+    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
+                    strcmp(name, "vmm") == 0);
+}
+
 int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out)
 {
     if (!out)
@@ -49,8 +55,7 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
         rc = vram__backend_sim_new(capacity, gran, &ops, &self);
     else if (strcmp(name, "host") == 0)
         rc = vram__backend_host_new(capacity, gran, &ops, &self);
-    else if (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
-             strcmp(name, "vmm") == 0)
+    else if (vram_backend_is_gpu(name))
         rc = vram__backend_gpu_new(name, opts, &ops, &self, &capacity, &gran);
     else
         return vram__fail(VRAM_EINVAL,

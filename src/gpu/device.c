@@ -222,9 +222,7 @@ static int cuda_priority(const vram_device *dev, vram_priority p)
         return dev->prio_greatest;
     if (p == VRAM_PRIORITY_LOW)
         return dev->prio_least;
-    return (dev->prio_least + dev->prio_greatest) / 2 == dev->prio_greatest
-               ? dev->prio_least
-               : (dev->prio_least + dev->prio_greatest) / 2;
+    return (dev->prio_least + dev->prio_greatest) / 2;
 }
 
 int vram_device_stream_acquire(vram_device *dev, vram_priority priority, vram_stream *out)

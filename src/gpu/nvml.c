@@ -301,17 +301,13 @@ int vram_gpu_memory_read(int index, vram_gpu_memory *out)
     out->index = -1;
     if (index < 0)
         return vram__fail(VRAM_EINVAL, "vram_gpu_memory_read: GPU index %d is negative", index);
-    int rc = nvml_load();
+    int n = 0, rc = vram_gpu_count(&n);
     if (rc)
         return rc;
-    unsigned n = 0;
-    nvmlReturn_t r = nvml.nvmlDeviceGetCount_v2(&n);
-    if (r != NVML_SUCCESS)
-        return nvml_fail(r, "nvmlDeviceGetCount_v2");
-    if ((unsigned)index >= n)
-        return vram__fail(VRAM_EINVAL, "no GPU %d: NVML sees %u", index, n);
+    if (index >= n)
+        return vram__fail(VRAM_EINVAL, "no GPU %d: NVML sees %d", index, n);
     nvmlDevice_t dev;
-    r = nvml.nvmlDeviceGetHandleByIndex_v2((unsigned)index, &dev);
+    nvmlReturn_t r = nvml.nvmlDeviceGetHandleByIndex_v2((unsigned)index, &dev);
     if (r != NVML_SUCCESS)
         return nvml_fail(r, "nvmlDeviceGetHandleByIndex_v2(%d)", index);
     return finish(read_device(dev, out), out);

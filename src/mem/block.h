@@ -23,7 +23,6 @@ struct vram__block {
     vram__block *pprev, *pnext; /* pending with events: the stream's list, oldest first */
     vram_stream stream;         /* live: allocated on; pending: freed on */
     uint64_t seq;               /* pending: the stream's sequence number at the free */
-    void *event;                /* pending: the backend's event, when it has events */
     struct vram__span *span;    /* the segment or reservation holding it */
     uint32_t owner;
     uint8_t kind;

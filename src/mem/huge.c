@@ -40,19 +40,16 @@ static void lru_remove(vram_pool *p, vram__span *sp)
     p->huge_free -= sp->size;
 }
 
-int vram__huge_fits(uint64_t size, const vram__block *b)
+int vram__huge_fits(void *size, const vram__block *b)
 {
-    return b->size >= size && b->size - size <= size / 8;
-}
-
-static int fits(void *ctx, const vram__block *b)
-{
-    return vram__huge_fits(*(const uint64_t *)ctx, b);
+    uint64_t want = *(const uint64_t *)size;
+    return b->size >= want && b->size - want <= want / 8;
 }
 
 static vram__block *take_free(vram_pool *p, uint64_t size)
 {
-    vram__block *b = vram__tlsf_take_if(&p->free[VRAM__HUGE], size, fits, &size, HUGE_CANDIDATES);
+    vram__block *b = vram__tlsf_take_if(&p->free[VRAM__HUGE], size, vram__huge_fits, &size,
+                                       HUGE_CANDIDATES);
     if (b && b->span->cached)
         lru_remove(p, b->span);
     return b;

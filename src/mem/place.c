@@ -46,18 +46,34 @@ void vram__pool_remove_span(vram_pool *p, vram__span *sp)
     free(sp);
 }
 
-/* Cut `b` to `size` bytes; the rest becomes a free block after it. The slab
- * has a descriptor reserved. */
-static void split(vram_pool *p, vram__block *b, uint64_t size)
+vram__block *vram__block_merge(vram_pool *p, vram__block *left, vram__block *right)
+{
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next)
+        right->next->prev = left;
+    vram__block_put(&p->slab, right);
+    return left;
+}
+
+vram__block *vram__block_cut(vram_pool *p, vram__block *b, uint64_t size)
 {
     vram__block *rest = vram__block_new(&p->slab);
     *rest = (vram__block){.addr = b->addr + size, .size = b->size - size, .prev = b,
-                          .next = b->next, .span = b->span, .region = b->region,
-                          .state = VRAM__FREE};
+                          .next = b->next, .span = b->span, .region = b->region};
     if (b->next)
         b->next->prev = rest;
     b->next = rest;
     b->size = size;
+    return rest;
+}
+
+/* Cut `b` to `size` bytes; the rest becomes a free block after it. The slab
+ * has a descriptor reserved. */
+static void split(vram_pool *p, vram__block *b, uint64_t size)
+{
+    vram__block *rest = vram__block_cut(p, b, size);
+    rest->state = VRAM__FREE;
     vram__tlsf_insert(&p->free[b->region], rest);
 }
 
@@ -72,11 +88,12 @@ static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
  * mappings of several granules, large blocks go where memory is mapped
  * already if a few candidates allow (a mapping is given back only whole, so
  * placing beside the old ones strands less than new mappings); with one
- * granule per mapping the good fit of the index packs tighter. */
-static vram__block *find_free(vram_pool *p, uint64_t size, int region)
+ * granule per mapping the good fit of the index packs tighter. `pressed`
+ * (retrying after the backend refused): where the fewest granules are missing. */
+static vram__block *find_free(vram_pool *p, uint64_t size, int region, int pressed)
 {
     vram__block *b = NULL;
-    if (p->policy == VRAM_POLICY_VMM && p->pressure)
+    if (p->policy == VRAM_POLICY_VMM && pressed)
         b = vram__vmm_take_least_unmapped(p, size, region);
     else if (p->policy == VRAM_POLICY_VMM && p->map_chunk > 1 && region == 1 &&
              p->free_mapped >= size)
@@ -94,19 +111,20 @@ static int needs_memory(const vram_pool *p, const vram__block *b, uint64_t size)
     return p->policy == VRAM_POLICY_VMM && vram__vmm_unmapped_in(p, b, size);
 }
 
-int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out)
+int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
+                    vram__block **out)
 {
     if (vram__block_reserve(&p->slab))
         return VRAM_EHOSTMEM;
     if (region == VRAM__HUGE)
         return vram__huge_take(p, size, s, out);
-    vram__block *b = find_free(p, size, region);
+    vram__block *b = find_free(p, size, region, pressed);
     if (p->has_events && p->st.pending_bytes && needs_memory(p, b, size)) {
         /* Before taking new memory, let frees whose work completed join. */
         if (b)
             vram__tlsf_insert(&p->free[region], b);
         if (vram__streams_reclaim(p, 0))
-            b = find_free(p, size, region);
+            b = find_free(p, size, region, pressed);
         else if (b)
             vram__tlsf_remove(&p->free[region], b);
     }
@@ -146,24 +164,14 @@ void vram__pool_release(vram_pool *p, vram__block *b)
     uint64_t addr = b->addr, size = b->size;
     vram__tlsf *t = &p->free[b->region];
     b->state = VRAM__FREE;
-    b->event = NULL;
     vram__block *prev = b->prev, *next = b->next;
     if (prev && prev->state == VRAM__FREE) {
         vram__tlsf_remove(t, prev);
-        prev->size += b->size;
-        prev->next = next;
-        if (next)
-            next->prev = prev;
-        vram__block_put(&p->slab, b);
-        b = prev;
+        b = vram__block_merge(p, prev, b);
     }
     if (next && next->state == VRAM__FREE) {
         vram__tlsf_remove(t, next);
-        b->size += next->size;
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        vram__block_put(&p->slab, next);
+        vram__block_merge(p, b, next);
     }
     vram__tlsf_insert(t, b);
     if (p->policy != VRAM_POLICY_VMM)

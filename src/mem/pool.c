@@ -394,17 +394,14 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     if (p->has_events && vram__stream_take_own(p, ss, bsize, region, &b) == 0)
         rc = 0;
     else
-        rc = vram__pool_take(p, bsize, region, s, &b);
+        rc = vram__pool_take(p, bsize, region, s, 0, &b);
     if (rc == VRAM_ENOMEM) {
         /* Memory is short: give back what is free, then wait for events. */
         uint64_t released = 0;
         release_free_memory(p, &released);
         released += vram__streams_wait_all(p);
-        if (released || p->policy == VRAM_POLICY_VMM) {
-            p->pressure = 1; /* place where the fewest granules must be mapped */
-            rc = vram__pool_take(p, bsize, region, s, &b);
-            p->pressure = 0;
-        }
+        if (released || p->policy == VRAM_POLICY_VMM) /* where fewest granules are missing */
+            rc = vram__pool_take(p, bsize, region, s, 1, &b);
     }
     if (rc) {
         if (rc == VRAM_ENOMEM || rc == VRAM_EBACKEND)

@@ -76,7 +76,6 @@ struct vram_pool {
     int has_events;
     int shared_streams; /* with events: a second stream has used the pool */
     int solo_dirty;     /* with events, one stream: frees since its work was waited for */
-    int pressure;       /* retrying an allocation the backend refused */
     vram_policy policy;
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
@@ -125,10 +124,18 @@ struct vram_pool {
 static inline int vram__pool_lock(vram_pool *p) { return pthread_mutex_lock(&p->lock); }
 static inline void vram__pool_unlock(vram_pool *p) { pthread_mutex_unlock(&p->lock); }
 
-/* place.c: take a block of `size` (a multiple of the granule) in `region`;
+/* place.c: take a block of `size` (a multiple of the granule) in `region`
+ * (`pressed`: the backend refused memory, place where the least is missing);
  * return a block to the free space (coalescing, vmm bookkeeping). */
-int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out);
+int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
+                    vram__block **out);
 void vram__pool_release(vram_pool *p, vram__block *b);
+/* Address neighbours within a span: `left` absorbs `right` (whose descriptor
+ * goes back to the slab) and is returned; or `b` is cut to `size` bytes and
+ * the rest, a new descriptor with no state yet, is returned (the slab must
+ * have one reserved). Neither touches a free index. */
+vram__block *vram__block_merge(vram_pool *p, vram__block *left, vram__block *right);
+vram__block *vram__block_cut(vram_pool *p, vram__block *b, uint64_t size);
 /* Insert a fresh free span covering [addr, addr+size) into `region`. */
 int vram__pool_add_span(vram_pool *p, uint64_t addr, uint64_t size, int region,
                         vram__span **out);
@@ -147,8 +154,9 @@ void vram__huge_freed(vram_pool *p, vram__block *b);
 /* Give back free huge segments, oldest first, until at most `keep` bytes of
  * them stay; adds what was given back to *released. 0 or the first error. */
 int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released);
-/* Whether a free huge block of b->size may serve `size` (not too large). */
-int vram__huge_fits(uint64_t size, const vram__block *b);
+/* Whether a free huge block may serve *(uint64_t *)size bytes without too
+ * much waste (a vram__tlsf_take_if predicate). */
+int vram__huge_fits(void *size, const vram__block *b);
 /* Free memory kept mapped: free granules plus free huge segments. Give back
  * until at most `keep` bytes of it stay (huge segments first). */
 int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released);

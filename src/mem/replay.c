@@ -33,12 +33,6 @@ typedef struct run_ctx {
     vram_device *dev; /* GPU backends */
 } run_ctx;
 
-static int is_gpu_backend(const char *name)
-{
-    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
-                    strcmp(name, "vmm") == 0);
-}
-
 static int make_pool(const run_ctx *c, const vram_replay_opts *o, vram_pool **out)
 {
     vram_backend *b;
@@ -240,7 +234,7 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
     uint64_t *theirs = vram__calloc(runs, sizeof *theirs);
     uint64_t *warm = vram__calloc(runs, sizeof *warm);
     int rc = c.ptrs && c.streams && ours && theirs && warm ? 0 : VRAM_EHOSTMEM;
-    if (!rc && is_gpu_backend(o->backend))
+    if (!rc && vram_backend_is_gpu(o->backend))
         rc = vram_device_open((int)vram_config_get()->device, NULL, &c.dev);
     size_t acquired = 0;
     for (size_t i = 0; !rc && i < t->n_streams; i++) {

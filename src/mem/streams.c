@@ -164,14 +164,21 @@ static void fifo_remove(vram__stream_state *ss, vram__block *b)
     b->pprev = b->pnext = NULL;
 }
 
-/* Take pending block `n` out of its stream's books (own index and list). */
-static void own_remove(vram_pool *p, vram__stream_state *ss, vram__block *n)
+/* Take pending block `n`, already out of the stream's own index, out of its
+ * list and byte counts. */
+static void own_forget(vram_pool *p, vram__stream_state *ss, vram__block *n)
 {
-    vram__tlsf_remove(&ss->own[n->region], n);
     fifo_remove(ss, n);
     if (n->seq == ss->epoch)
         ss->open_bytes -= n->size;
     p->st.pending_bytes -= n->size;
+}
+
+/* Take pending block `n` out of its stream's books (own index and list). */
+static void own_remove(vram_pool *p, vram__stream_state *ss, vram__block *n)
+{
+    vram__tlsf_remove(&ss->own[n->region], n);
+    own_forget(p, ss, n);
 }
 
 static int own_neighbour(const vram__stream_state *ss, const vram__block *n)
@@ -185,24 +192,14 @@ static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
 {
     b->state = VRAM__PENDING;
     b->stream = ss->handle;
-    b->event = NULL;
     vram__block *prev = b->prev, *next = b->next;
     if (own_neighbour(ss, prev)) {
         own_remove(p, ss, prev);
-        prev->size += b->size;
-        prev->next = next;
-        if (next)
-            next->prev = prev;
-        vram__block_put(&p->slab, b);
-        b = prev;
+        b = vram__block_merge(p, prev, b);
     }
     if (own_neighbour(ss, next)) {
         own_remove(p, ss, next);
-        b->size += next->size;
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        vram__block_put(&p->slab, next);
+        vram__block_merge(p, b, next);
     }
     b->seq = ss->epoch;
     ss->open_bytes += b->size;
@@ -211,34 +208,24 @@ static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
     fifo_append(ss, b);
 }
 
-static int huge_fits(void *ctx, const vram__block *b)
-{
-    return vram__huge_fits(*(const uint64_t *)ctx, b);
-}
-
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
                           vram__block **out)
 {
     if (!ss->pending_head || vram__block_reserve(&p->slab))
         return VRAM_ENOMEM;
-    vram__block *b = region == VRAM__HUGE ? vram__tlsf_take_if(&ss->own[region], size, huge_fits,
-                                                                 &size, 32)
+    vram__block *b = region == VRAM__HUGE ? vram__tlsf_take_if(&ss->own[region], size,
+                                                                 vram__huge_fits, &size, 32)
                                           : vram__tlsf_take(&ss->own[region], size);
     if (!b)
         return VRAM_ENOMEM;
-    vram__tlsf_insert(&ss->own[region], b); /* own_remove expects it indexed */
     vram__block *before = b->pprev; /* the rest keeps b's place: the list stays in epoch order */
-    own_remove(p, ss, b);
+    own_forget(p, ss, b);
     if (region != VRAM__HUGE && b->size - size >= p->granule) {
         /* The rest stays pending on this stream, in the same epoch. */
-        vram__block *rest = vram__block_new(&p->slab);
-        *rest = (vram__block){.addr = b->addr + size, .size = b->size - size, .prev = b,
-                              .next = b->next, .span = b->span, .region = b->region,
-                              .state = VRAM__PENDING, .stream = ss->handle, .seq = b->seq};
-        if (b->next)
-            b->next->prev = rest;
-        b->next = rest;
-        b->size = size;
+        vram__block *rest = vram__block_cut(p, b, size);
+        rest->state = VRAM__PENDING;
+        rest->stream = ss->handle;
+        rest->seq = b->seq;
         if (rest->seq == ss->epoch)
             ss->open_bytes += rest->size;
         p->st.pending_bytes += rest->size;
@@ -338,7 +325,6 @@ int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)
     }
     b->state = VRAM__PENDING;
     b->seq = ss->seq;
-    b->event = NULL;
     b->stream = ss->handle;
     b->fnext = NULL;
     if (ss->pending_tail)
@@ -375,8 +361,7 @@ int vram__streams_flush_all(vram_pool *p, int force)
         }
         return rc;
     }
-    int rc = 0;
-    for (size_t i = 0; i < p->n_streams; i++) {
+    for (size_t i = 0; i < p->n_streams; i++) { /* modelled events: all complete */
         vram__stream_state *ss = &p->streams[i];
         while (ss->pending_head) {
             vram__block *b = ss->pending_head;
@@ -384,7 +369,7 @@ int vram__streams_flush_all(vram_pool *p, int force)
             vram__pool_release(p, b);
         }
     }
-    return rc;
+    return 0;
 }
 
 void vram__streams_destroy(vram_pool *p)

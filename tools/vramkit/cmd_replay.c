@@ -107,8 +107,7 @@ int cmd_replay(int argc, char **argv)
     }
     if (!status && !n_traces)
         status = cli_usage_error("replay", "no trace given");
-    int gpu = o.backend && (strcmp(o.backend, "cuda") == 0 || strcmp(o.backend, "cuda_async") == 0 ||
-                            strcmp(o.backend, "vmm") == 0);
+    int gpu = vram_backend_is_gpu(o.backend);
     if (!status && compare && !gpu)
         status = cli_usage_error("replay", "--compare needs a GPU backend (cuda, cuda_async, vmm)");
     if (!status && !policy_given && gpu && strcmp(o.backend, "vmm") != 0)
