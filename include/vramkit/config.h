@@ -35,6 +35,8 @@ extern "C" {
       "vmm: free mapped memory kept mapped (hysteresis), at least")            \
     X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.25", "",                          \
       "vmm: free mapped memory kept, as a fraction of the peak live bytes")    \
+    X(HEADROOM, headroom, DOUBLE, "0", "",                                     \
+      "vmm: reserved may reach (1 + this) x peak live before memory goes back") \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
     X(LARGE_ROUND, large_round, SIZE, "64KiB", "",                             \

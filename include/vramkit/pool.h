@@ -92,6 +92,11 @@ typedef struct vram_pool_opts {
                                rounded to the granularity; 0: never */
     uint64_t retain_min;    /* vmm: free mapped bytes always kept */
     double retain_ratio;    /* vmm: free mapped bytes kept, fraction of peak live */
+    double headroom;        /* vmm: free mapped memory is given back to make room
+                               for new mappings only once reserved would exceed
+                               both its peak and (1 + headroom) x peak live; 0
+                               keeps the peak where live memory put it, more
+                               trades memory for fewer driver calls */
     uint64_t small_size;    /* requests up to this are packed apart */
     uint64_t large_round;   /* vmm: larger requests are rounded up to a multiple of
                                this, so that the hole a slowly growing tensor leaves

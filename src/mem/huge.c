@@ -6,7 +6,7 @@
  * rounding costs at most one granule per block (under 2% of the peak on the
  * shared traces at the 16 MiB default). A free huge segment stays mapped for a later request
  * it fits with little waste (at most 1/8 more than asked), until retention or
- * the peak rule gives it back, oldest first. */
+ * room is needed under the headroom rule (vram__vmm_make_room), oldest first. */
 
 #include "pool_internal.h"
 
@@ -61,13 +61,7 @@ int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **ou
     if (!b && p->has_events && p->st.pending_bytes && vram__streams_reclaim(p, 0))
         b = take_free(p, size);
     if (!b) {
-        /* Retained memory never raises the peak: give some back first. */
-        uint64_t kept = p->free_mapped + p->huge_free;
-        uint64_t after = p->st.reserved_bytes + size;
-        if (kept && after > p->st.peak_reserved_bytes) {
-            uint64_t over = after - p->st.peak_reserved_bytes;
-            vram__vmm_release_retained(p, kept > over ? kept - over : 0, NULL);
-        }
+        vram__vmm_make_room(p, size, size);
         int rc = vram__segments_grow_take(p, size, VRAM__HUGE, s, &b);
         if (rc)
             return rc;

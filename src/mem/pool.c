@@ -66,6 +66,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .huge_size = c->huge_size,
         .retain_min = c->retain_min,
         .retain_ratio = c->retain_ratio,
+        .headroom = c->headroom,
         .small_size = c->small_size,
         .large_round = c->large_round,
         .segment_small = c->segment_small,
@@ -106,8 +107,10 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (o->policy == VRAM_POLICY_VMM && o->huge_size && o->huge_size <= o->small_size)
         return vram__fail(VRAM_EINVAL, "huge_size %llu must be 0 or larger than small_size %llu",
                           (unsigned long long)o->huge_size, (unsigned long long)o->small_size);
-    if (!(o->retain_ratio >= 0 && o->retain_ratio <= 1))
-        return vram__fail(VRAM_EINVAL, "retain_ratio %g must be between 0 and 1", o->retain_ratio);
+    if (!(o->retain_ratio >= 0 && o->retain_ratio <= 10))
+        return vram__fail(VRAM_EINVAL, "retain_ratio %g must be between 0 and 10", o->retain_ratio);
+    if (!(o->headroom >= 0 && o->headroom <= 10))
+        return vram__fail(VRAM_EINVAL, "headroom %g must be between 0 and 10", o->headroom);
     if (o->policy == VRAM_POLICY_SEGMENTS &&
         (o->small_size > o->segment_small || o->segment_small > o->segment_medium))
         return vram__fail(VRAM_EINVAL,
@@ -207,6 +210,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         p->map_chunk = INT32_MAX;
     p->retain_min = opts->retain_min;
     p->retain_ratio = opts->retain_ratio;
+    p->headroom = opts->headroom;
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round

@@ -85,6 +85,7 @@ struct vram_pool {
     vram__span *huge_head, *huge_tail; /* free huge segments, oldest first */
     uint64_t retain_min;
     double retain_ratio;
+    double headroom;
     uint64_t small_size, large_round, segment_small, segment_medium;
     uint64_t capacity;
 
@@ -160,6 +161,10 @@ int vram__huge_fits(void *size, const vram__block *b);
 /* Free memory kept mapped: free granules plus free huge segments. Give back
  * until at most `keep` bytes of it stay (huge segments first). */
 int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released);
+/* Before `need` bytes are mapped for a block of `size` bytes: give back
+ * retained memory so that reserved stays within the larger of its peak and
+ * (1 + headroom) x the most live bytes (counting this block). */
+void vram__vmm_make_room(vram_pool *p, uint64_t need, uint64_t size);
 vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region);
 /* Under pressure: of the first few candidates, the one whose first `size`
  * bytes need the fewest new granules (removed from the index), or NULL. */

@@ -324,13 +324,7 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
         else if (st[i] == VRAM__PAGE_UNMAPPED)
             need += g;
     }
-    /* Retained memory never raises the peak: if mapping the new granules
-     * would, give back retained chunks first. */
-    uint64_t after = p->st.reserved_bytes + need, kept = p->free_mapped + p->huge_free;
-    if (need && kept && after > p->st.peak_reserved_bytes) {
-        uint64_t over = after - p->st.peak_reserved_bytes;
-        vram__vmm_release_retained(p, kept > over ? kept - over : 0, NULL);
-    }
+    vram__vmm_make_room(p, need, b->size);
     int rc = 0;
     uint64_t gfirst = page_addr(p, (int64_t)first), glast = page_addr(p, (int64_t)last);
     int edge_first = b->addr != gfirst;
@@ -416,6 +410,24 @@ int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released)
         return 0;
     excess = kept - keep;
     return unmap_down_to(p, p->free_mapped > excess ? p->free_mapped - excess : 0, released);
+}
+
+void vram__vmm_make_room(vram_pool *p, uint64_t need, uint64_t size)
+{
+    uint64_t kept = p->free_mapped + p->huge_free;
+    if (!need || !kept)
+        return;
+    uint64_t live = p->st.live_bytes + size;
+    if (live < p->st.peak_live_bytes)
+        live = p->st.peak_live_bytes;
+    uint64_t ceiling = (uint64_t)((1.0 + p->headroom) * (double)live);
+    if (ceiling < p->st.peak_reserved_bytes)
+        ceiling = p->st.peak_reserved_bytes;
+    uint64_t after = p->st.reserved_bytes + need;
+    if (after <= ceiling)
+        return;
+    uint64_t over = after - ceiling;
+    vram__vmm_release_retained(p, kept > over ? kept - over : 0, NULL);
 }
 
 void vram__vmm_enforce_retention(vram_pool *p)

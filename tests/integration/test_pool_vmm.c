@@ -1,11 +1,13 @@
 /* tests/integration/test_pool_vmm.c - the vmm policy's hysteresis: freed
  * granules stay mapped up to the retention limit, so a loop that frees and
- * reallocates maps nothing new; retained granules never raise the peak; and
- * granules beyond the limit go back to the backend. */
+ * reallocates maps nothing new; retained granules never raise the peak
+ * unless the headroom allows it; and granules beyond the limit go back to
+ * the backend. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -13,7 +15,8 @@
 
 #define MiB (1024ull * 1024)
 
-static vram_pool *make_pool(vram_backend **b, uint64_t retain_min, double retain_ratio)
+static vram_pool *make_pool_with(vram_backend **b, uint64_t retain_min, double retain_ratio,
+                                 double headroom, uint64_t huge_size)
 {
     assert_int_equal(
         vram_backend_create("sim", &(vram_backend_opts){.capacity = 4096 * MiB, .granularity = 2 * MiB}, b), 0);
@@ -23,9 +26,16 @@ static vram_pool *make_pool(vram_backend **b, uint64_t retain_min, double retain
     o.policy = VRAM_POLICY_VMM;
     o.retain_min = retain_min;
     o.retain_ratio = retain_ratio;
+    o.headroom = headroom;
+    o.huge_size = huge_size;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
     return p;
+}
+
+static vram_pool *make_pool(vram_backend **b, uint64_t retain_min, double retain_ratio)
+{
+    return make_pool_with(b, retain_min, retain_ratio, 0.0, 16 * MiB);
 }
 
 static vram_pool_stats stats(vram_pool *p)
@@ -97,6 +107,60 @@ static void test_retention_never_raises_peak(void **state)
     drop(p, b);
 }
 
+/* A 64 MiB block freed, then a 96 MiB request that cannot reuse its hole:
+ * returns reserved bytes after the request. */
+static uint64_t hole_then_larger(vram_pool *p)
+{
+    void *a, *c, *d, *e;
+    assert_int_equal(vram_pool_alloc(p, 64 * MiB, 0, VRAM_KIND_IO, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(p, 2 * MiB, 0, VRAM_KIND_IO, NULL, &c), 0); /* a fence */
+    assert_int_equal(vram_pool_free(p, a, NULL), 0);
+    assert_int_equal(vram_pool_alloc(p, 1 * MiB, 0, VRAM_KIND_IO, NULL, &d), 0);
+    assert_int_equal(vram_pool_alloc(p, 96 * MiB, 0, VRAM_KIND_IO, NULL, &e), 0);
+    uint64_t reserved = stats(p).reserved_bytes;
+    assert_int_equal(vram_pool_free(p, e, NULL), 0);
+    assert_int_equal(vram_pool_free(p, c, NULL), 0);
+    assert_int_equal(vram_pool_free(p, d, NULL), 0);
+    return reserved;
+}
+
+/* Headroom: retained memory may raise reserved up to (1 + headroom) x the
+ * live peak, and only memory beyond that goes back to make room; on huge
+ * blocks and on blocks mapped granule by granule alike. */
+static void test_headroom_bounds_retained(void **state)
+{
+    (void)state;
+    uint64_t live = 96 * MiB + 2 * MiB + 1 * MiB;
+    uint64_t huge_sizes[] = {16 * MiB, 0};
+    for (int h = 0; h < 2; h++) {
+        vram_backend *b;
+        /* Room for the hole: it stays mapped, nothing is unmapped. */
+        vram_pool *p = make_pool_with(&b, 4096 * MiB, 1.0, 1.0, huge_sizes[h]);
+        uint64_t reserved = hole_then_larger(p);
+        assert_true(reserved >= 64 * MiB + 96 * MiB);
+        assert_true(reserved <= 2 * live + 4 * MiB);
+        drop(p, b);
+        /* Headroom 10%: the hole goes back before the request maps. */
+        p = make_pool_with(&b, 4096 * MiB, 1.0, 0.1, huge_sizes[h]);
+        reserved = hole_then_larger(p);
+        assert_true(reserved < 64 * MiB + 96 * MiB);
+        vram_pool_stats s = stats(p);
+        assert_true(s.peak_reserved_bytes <= (uint64_t)(1.1 * (double)live) + 4 * MiB);
+        drop(p, b);
+    }
+    /* Out of range: refused, with the number. */
+    vram_backend *b;
+    assert_int_equal(vram_backend_create("sim", &(vram_backend_opts){.capacity = 64 * MiB}, &b), 0);
+    vram_pool_opts o;
+    vram_pool_opts_init(&o);
+    o.backend = b;
+    o.headroom = 11;
+    vram_pool *p = NULL;
+    assert_int_equal(vram_pool_create(&o, &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "headroom 11"));
+    assert_int_equal(vram_backend_destroy(b), 0);
+}
+
 /* Beyond the limit, freed granules are unmapped at once. */
 static void test_beyond_limit_unmapped(void **state)
 {
@@ -119,6 +183,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loop_maps_nothing_new),
         cmocka_unit_test(test_retention_never_raises_peak),
+        cmocka_unit_test(test_headroom_bounds_retained),
         cmocka_unit_test(test_beyond_limit_unmapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
