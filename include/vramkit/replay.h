@@ -41,6 +41,12 @@ typedef struct vram_replay_result {
                                  fresh pool (cold: growth included) */
     double warm_ns_per_op;    /* the same on a pool that replayed the trace once
                                  before (steady state) */
+    double warm_backend_calls; /* backend calls per warm pass (mean) */
+    /* Peak reserved of the warm pool over its whole life (the untimed pass
+     * and every timed one), and its ratio to peak live: what a service that
+     * runs the workload again and again holds. */
+    uint64_t warm_peak_reserved_bytes;
+    double warm_reserved_ratio;
     /* GPU backends: the most device memory in use (cuMemGetInfo, sampled after
      * every allocation of the measured run) above what was in use before, and
      * its ratio to peak live; 0 elsewhere. */

@@ -258,8 +258,14 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
         rc = make_pool(&c, o, &c.pool);
         if (!rc) {
             timed_pass(&c);
+            uint64_t calls0 = c.pool->st.backend_calls_total;
             for (unsigned i = 0; i < runs; i++)
                 warm[i] = timed_pass(&c);
+            r->warm_backend_calls = (double)(c.pool->st.backend_calls_total - calls0) / runs;
+            r->warm_peak_reserved_bytes = c.pool->st.peak_reserved_bytes;
+            if (r->peak_live_bytes)
+                r->warm_reserved_ratio =
+                    (double)r->warm_peak_reserved_bytes / (double)r->peak_live_bytes;
             finish_pool(&c);
         }
     }

@@ -24,9 +24,9 @@ int vram_replay_print_header(vram_write_fn write, void *ctx)
 {
     char line[512];
     int n = snprintf(line, sizeof line,
-                     "%-30s %-15s %7s %9s %9s %6s %6s %6s %8s %7s %7s %8s %9s %6s\n", "trace",
-                     "policy", "events", "live MiB", "held MiB", "ratio", "floor", "frag",
-                     "backend", "ns/op", "warm", "malloc", "drv MiB", "failed");
+                     "%-30s %-15s %7s %9s %9s %6s %6s %6s %8s %8s %7s %7s %8s %9s %6s\n",
+                     "trace", "policy", "events", "live MiB", "held MiB", "ratio", "floor",
+                     "frag", "backend", "w.calls", "ns/op", "warm", "malloc", "drv MiB", "failed");
     return emit(write, ctx, line, n);
 }
 
@@ -35,11 +35,12 @@ int vram_replay_print_row(const char *name, const char *policy, const vram_repla
 {
     char line[512];
     int n = snprintf(line, sizeof line,
-                     "%-30s %-15s %7llu %9.1f %9.1f %6.3f %6.3f %6.3f %8llu %7.1f %7.1f %8.1f %9.1f "
-                     "%6llu\n",
+                     "%-30s %-15s %7llu %9.1f %9.1f %6.3f %6.3f %6.3f %8llu %8.0f %7.1f %7.1f %8.1f "
+                     "%9.1f %6llu\n",
                      name, policy, (unsigned long long)r->events, mib(r->peak_live_bytes),
                      mib(r->peak_reserved_bytes), r->reserved_ratio, r->floor_ratio,
-                     r->fragmentation_at_peak, (unsigned long long)r->backend_calls, r->ns_per_op,
+                     r->fragmentation_at_peak, (unsigned long long)r->backend_calls,
+                     r->warm_backend_calls, r->ns_per_op,
                      r->warm_ns_per_op, r->malloc_ns_per_op, mib(r->peak_driver_bytes),
                      (unsigned long long)r->failed_allocs);
     return emit(write, ctx, line, n);
@@ -65,6 +66,9 @@ int vram_replay_print_json(const char *trace, const char *policy, uint64_t granu
         cJSON_AddNumberToObject(o, "backend_calls", (double)r->backend_calls);
         cJSON_AddNumberToObject(o, "ns_per_op", r->ns_per_op);
         cJSON_AddNumberToObject(o, "warm_ns_per_op", r->warm_ns_per_op);
+        cJSON_AddNumberToObject(o, "warm_backend_calls", r->warm_backend_calls);
+        cJSON_AddNumberToObject(o, "warm_peak_reserved_bytes", (double)r->warm_peak_reserved_bytes);
+        cJSON_AddNumberToObject(o, "warm_reserved_ratio", r->warm_reserved_ratio);
         cJSON_AddNumberToObject(o, "peak_driver_bytes", (double)r->peak_driver_bytes);
         cJSON_AddNumberToObject(o, "driver_ratio", r->driver_ratio);
         cJSON_AddNumberToObject(o, "malloc_ns_per_op", r->malloc_ns_per_op);

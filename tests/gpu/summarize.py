@@ -70,13 +70,16 @@ if rows:
 
 sweep = jsonl("sweep.jsonl")
 if sweep:
-    print("## vmm: huge blocks, chunk size and retention (one run each)\n")
-    print("| trace | huge size | map chunk | retain ratio | held/live | backend calls | cold ns/op | warm ns/op |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("## vmm: huge blocks, retention and headroom (one run each)\n")
+    print("`warm calls` are backend calls per pass on a pool that replayed the trace before;")
+    print("`warm held` is that pool's peak over its life, over peak live.\n")
+    print("| trace | huge size | map chunk | retain ratio | headroom | held/live | backend calls | cold ns/op | warm calls | warm held | warm ns/op |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in sweep:
-        print("| %s | %s | %s | %s | %.3f | %d | %.0f | %.0f |" % (
+        print("| %s | %s | %s | %s | %s | %.3f | %d | %.0f | %.0f | %.3f | %.0f |" % (
             os.path.basename(r["trace"]).replace(".csv.gz", ""), r.get("huge_size", ""), r["map_chunk"],
-            r["retain_ratio"], r["reserved_ratio"], r["backend_calls"], r["ns_per_op"],
+            r["retain_ratio"], r.get("headroom", 0), r["reserved_ratio"], r["backend_calls"],
+            r["ns_per_op"], r.get("warm_backend_calls", 0), r.get("warm_reserved_ratio", 0),
             r["warm_ns_per_op"]))
     print()
 
@@ -122,10 +125,10 @@ torch = read("torch.md")
 if torch:
     print("## PyTorch under vramkit\n")
     print(torch)
-retain = read("torch_retain.md")
-if retain:
-    print("## PyTorch under vramkit with VRAM_RETAIN_RATIO=1\n")
-    print(retain)
+headroom = read("torch_headroom.md")
+if headroom:
+    print("## PyTorch under vramkit with VRAM_HEADROOM=0.08 VRAM_RETAIN_RATIO=1\n")
+    print(headroom)
 stack = jsonl("stack.jsonl")
 if stack:
     print("## The stack the workloads' kernels need\n")

@@ -562,11 +562,12 @@ def make_report(records, meta):
     lines += ["",
               "Details: device memory in use after the run (`cudaMemGetInfo`: allocator, "
               "context and all), the context's stack limit after the run (`cuCtxGetLimit`), "
-              "and vramkit's backend, policy and backend calls.",
+              "and vramkit's backend, policy, backend calls and waits for the GPU's work "
+              "(a stream is waited for before memory it freed goes back to the driver).",
               "",
               "| workload | allocator | iterations | images | seconds | torch held/live "
-              "| device used MiB | stack limit B | backend | policy | backend calls | note |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+              "| device used MiB | stack limit B | backend | policy | backend calls | waits | note |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|"]
     for w in order:
         for al in ("torch", "vramkit"):
             r = by.get((w, al))
@@ -580,13 +581,14 @@ def make_report(records, meta):
                 note = (note + "; " if note else "") + "torch counters " + \
                     r["torch_counters"].split(":")[0]
             hl = r.get("held_over_live")
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 w, al, r.get("iterations", "-"), r.get("images", "-"), r.get("seconds", "-"),
                 "%.3f" % hl if al == "torch" and hl else "-",
                 _mib(r.get("device_used_bytes")),
                 r.get("stack_limit_bytes") if r.get("stack_limit_bytes") is not None else "-",
                 vk.get("backend", "-"), vk.get("policy", "-"),
                 int(vk["backend_calls_total"]) if "backend_calls_total" in vk else "-",
+                int(vk["event_waits_total"]) if "event_waits_total" in vk else "-",
                 note.replace("|", "/")))
     summary = "targets passed: %d of %d%s" % (
         passed, total, "; %d run(s) crashed" % crashed if crashed else "")
