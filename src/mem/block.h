@@ -36,6 +36,7 @@ typedef struct vram__span {
     vram__block *head; /* lowest block; its descriptor never changes */
     struct vram__span *prev, *next;
     struct vram__span *lprev, *lnext; /* vmm: free segments of huge blocks, oldest first */
+    uint64_t stamp;                   /* vmm: when it became free (solo epoch) */
     uint8_t cached;                   /* vmm: in that list */
     uint8_t region;
 } vram__span;

@@ -22,6 +22,7 @@ static void lru_push(vram_pool *p, vram__span *sp)
         p->huge_head = sp;
     p->huge_tail = sp;
     sp->cached = 1;
+    sp->stamp = p->solo_freed;
     p->huge_free += sp->size;
 }
 
@@ -62,6 +63,7 @@ int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **ou
         b = take_free(p, size);
     if (!b) {
         vram__vmm_make_room(p, size, size);
+        vram__streams_mark(p); /* a mapping costs a hundred times more */
         int rc = vram__segments_grow_take(p, size, VRAM__HUGE, s, &b);
         if (rc)
             return rc;
@@ -79,16 +81,14 @@ void vram__huge_freed(vram_pool *p, vram__block *b)
 
 int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released)
 {
-    if (p->huge_free > keep && p->huge_head) {
-        int rc = vram__streams_settle_solo(p);
-        if (rc)
-            return rc;
-    }
     while (p->huge_free > keep && p->huge_head) {
         vram__span *sp = p->huge_head;
         uint64_t size = sp->size;
+        int rc = vram__streams_settle_upto(p, sp->stamp);
+        if (rc)
+            return rc;
         p->st.backend_calls_total++;
-        int rc = vram__backend_segment_free(p->backend, sp->addr, size, NULL);
+        rc = vram__backend_segment_free(p->backend, sp->addr, size, NULL);
         if (rc) {
             p->st.backend_failures_total++;
             return rc;

@@ -175,6 +175,8 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         opts = &defaults;
     }
     vram_pool *p = vram__calloc(1, sizeof *p);
+    if (p)
+        p->solo_epoch = 1; /* stamps start above solo_done */
     if (!p)
         return VRAM_EHOSTMEM;
     pthread_mutex_init(&p->lock, NULL);

@@ -68,6 +68,8 @@ typedef struct vram__vmm_region {
     uint64_t npages;
 } vram__vmm_region;
 
+enum { VRAM__SOLO_MARKS = 16 };
+
 struct vram_pool {
     pthread_mutex_t lock;
     char *name;
@@ -75,7 +77,16 @@ struct vram_pool {
     int owns_backend;
     int has_events;
     int shared_streams; /* with events: a second stream has used the pool */
-    int solo_dirty;     /* with events, one stream: frees since its work was waited for */
+    /* With events and one stream, frees are stamped with solo_epoch; a mark
+     * (an event recorded on the stream) covers every free stamped up to its
+     * epoch, and frees stamped up to solo_done are known complete, so their
+     * memory may go back to the driver without waiting. */
+    uint64_t solo_epoch, solo_done, solo_freed; /* solo_freed: stamp of the last free */
+    struct {
+        void *event;
+        uint64_t epoch;
+    } solo_marks[VRAM__SOLO_MARKS]; /* outstanding, oldest first (a ring) */
+    size_t solo_mark0, solo_nmarks;
     vram_policy policy;
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
@@ -107,6 +118,7 @@ struct vram_pool {
     int32_t *chunk_of, *chunk_len, *chunk_free;
     int32_t *clru_prev, *clru_next;
     int32_t clru_head, clru_tail;
+    uint64_t *chunk_stamp; /* at a chunk's first granule: when it became wholly free */
     uint64_t npages;
     uint64_t free_mapped; /* bytes of mapped granules with no block in them */
 
@@ -200,6 +212,14 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait);
  * backend, wait for the work queued on it (once per batch of frees). 0 or
  * the backend's error (then nothing may be given back). */
 int vram__streams_settle_solo(vram_pool *p);
+/* Make sure the lone stream's frees stamped up to `stamp` are complete:
+ * known already, found complete by querying outstanding marks, or else
+ * waited for. 0 or the failure (memory must then stay mapped). */
+int vram__streams_settle_upto(vram_pool *p, uint64_t stamp);
+/* Record a mark covering the lone stream's frees so far, if there are new
+ * ones and a slot (call it where a backend call is made anyway: it costs
+ * well under a microsecond, and a later give-back need not wait). */
+void vram__streams_mark(vram_pool *p);
 uint64_t vram__streams_wait_all(vram_pool *p);
 /* Complete every pending free, waiting for real events; without `force` a
  * block whose wait fails stays pending (and its error is returned). */

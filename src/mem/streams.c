@@ -12,7 +12,12 @@
  * (an epoch), query the events, and return the blocks of completed epochs to
  * the shared free index; when memory is short it waits for them. An event
  * recorded after a free completes after the work queued before the free, so
- * the late record is safe, merely conservative. Without events (sim, host) completion is modelled: the event of a
+ * the late record is safe, merely conservative. While a single stream uses
+ * the pool its frees are free at once; before memory it freed goes back to
+ * the driver, its work must be done: the pool records marks (events covering
+ * the frees so far) as it maps, which costs nothing next to a mapping, and
+ * gives memory back at once when a mark recorded after its free has
+ * completed, waiting (a settle) only when none has. Without events (sim, host) completion is modelled: the event of a
  * free on stream s completes when s issues its next operation on the pool,
  * so every operation on s first releases s's pending blocks. A block freed on
  * s is thereby reusable at once by s's next operation, and by another stream
@@ -21,6 +26,46 @@
 
 #include "base/log_internal.h"
 #include "pool_internal.h"
+
+/* Marks (one stream, with events): the oldest outstanding one. */
+static void mark_pop(vram_pool *p)
+{
+    p->backend->ops->event_release(p->backend->self, p->solo_marks[p->solo_mark0].event);
+    p->solo_mark0 = (p->solo_mark0 + 1) % VRAM__SOLO_MARKS;
+    p->solo_nmarks--;
+}
+
+/* Query outstanding marks, oldest first; the completed ones advance
+ * solo_done. A failed query leaves the mark outstanding. */
+static void marks_poll(vram_pool *p)
+{
+    while (p->solo_nmarks) {
+        if (vram__backend_event_query(p->backend, p->solo_marks[p->solo_mark0].event) != 1)
+            return;
+        p->solo_done = p->solo_marks[p->solo_mark0].epoch;
+        mark_pop(p);
+    }
+}
+
+void vram__streams_mark(vram_pool *p)
+{
+    if (!p->has_events || p->shared_streams || !p->n_streams || p->solo_freed < p->solo_epoch)
+        return; /* no free since the last mark */
+    if (p->solo_nmarks == VRAM__SOLO_MARKS) {
+        marks_poll(p);
+        if (p->solo_nmarks == VRAM__SOLO_MARKS)
+            return; /* the next mark will cover these frees too */
+    }
+    void *ev = NULL;
+    p->st.backend_calls_total++;
+    if (vram__backend_event_record(p->backend, p->streams[0].handle, &ev) != 0) {
+        p->st.backend_failures_total++;
+        return; /* not fatal: a give-back will wait instead */
+    }
+    size_t slot = (p->solo_mark0 + p->solo_nmarks++) % VRAM__SOLO_MARKS;
+    p->solo_marks[slot].event = ev;
+    p->solo_marks[slot].epoch = p->solo_epoch++;
+}
 
 /* Wait for the work queued so far on the pool's first stream (an event
  * recorded now, waited for). On failure the sentence says `why`. */
@@ -38,7 +83,10 @@ static int wait_first_stream(vram_pool *p, const char *why)
         p->st.backend_failures_total++;
         return vram__fail_prefix(rc, "pool \"%s\": %s: ", p->name, why);
     }
-    p->solo_dirty = 0; /* the wait covered every free so far */
+    /* The wait covered every free so far, and every mark. */
+    p->solo_done = p->solo_epoch++;
+    while (p->solo_nmarks)
+        mark_pop(p);
     return 0;
 }
 
@@ -56,12 +104,33 @@ static int second_stream_joins(vram_pool *p)
     return rc;
 }
 
-int vram__streams_settle_solo(vram_pool *p)
+int vram__streams_settle_upto(vram_pool *p, uint64_t stamp)
 {
-    if (!p->has_events || p->shared_streams || !p->solo_dirty || !p->n_streams)
+    if (!p->has_events || p->shared_streams || !p->n_streams || stamp <= p->solo_done)
         return 0;
+    marks_poll(p);
+    if (stamp <= p->solo_done)
+        return 0;
+    /* Wait for the oldest mark that covers the stamp, if one does. */
+    for (size_t k = 0; k < p->solo_nmarks; k++) {
+        size_t slot = (p->solo_mark0 + k) % VRAM__SOLO_MARKS;
+        if (p->solo_marks[slot].epoch < stamp)
+            continue;
+        p->st.event_waits_total++;
+        if (vram__backend_event_wait(p->backend, p->solo_marks[slot].event) != 0)
+            break; /* wait for everything instead */
+        p->solo_done = p->solo_marks[slot].epoch;
+        for (size_t n = k + 1; n; n--)
+            mark_pop(p);
+        return 0;
+    }
     return wait_first_stream(p, "memory freed on the stream cannot be given back before its "
                                 "work is waited for");
+}
+
+int vram__streams_settle_solo(vram_pool *p)
+{
+    return vram__streams_settle_upto(p, p->solo_freed);
 }
 
 static int find_or_add(vram_pool *p, vram_stream s, vram__stream_state **out)
@@ -315,7 +384,7 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait)
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)
 {
     if (p->has_events && !p->shared_streams) { /* one stream: free at once */
-        p->solo_dirty = 1;
+        p->solo_freed = p->solo_epoch;
         vram__pool_release(p, b);
         return 0;
     }
@@ -374,6 +443,8 @@ int vram__streams_flush_all(vram_pool *p, int force)
 
 void vram__streams_destroy(vram_pool *p)
 {
+    while (p->solo_nmarks)
+        mark_pop(p);
     for (size_t i = 0; i < p->n_streams; i++) {
         vram__stream_state *ss = &p->streams[i];
         for (size_t k = 0; k < ss->n_events; k++)

@@ -74,8 +74,10 @@ static void granule_freed(vram_pool *p, int32_t gi)
     list_push(granules(p), gi);
     p->free_mapped += p->granularity;
     int32_t c = p->chunk_of[gi];
-    if (++p->chunk_free[c] == p->chunk_len[c])
+    if (++p->chunk_free[c] == p->chunk_len[c]) {
         list_push(chunks(p), c);
+        p->chunk_stamp[c] = p->solo_freed; /* its memory's last use */
+    }
 }
 
 static void granule_taken(vram_pool *p, int32_t gi)
@@ -111,7 +113,8 @@ int vram__vmm_init(vram_pool *p)
         if (!*arrays[i])
             return VRAM_EHOSTMEM;
     }
-    if (!p->page_state)
+    p->chunk_stamp = vram__calloc((size_t)total, sizeof *p->chunk_stamp);
+    if (!p->page_state || !p->chunk_stamp)
         return VRAM_EHOSTMEM;
     p->lru_head = p->lru_tail = p->clru_head = p->clru_tail = VRAM__NO_PAGE;
     uint64_t page0 = 0;
@@ -143,6 +146,7 @@ int vram__vmm_init(vram_pool *p)
 /* Map granules [gi, gi+n) of one region as one chunk. */
 static int map_chunk(vram_pool *p, int32_t gi, int32_t n)
 {
+    vram__streams_mark(p); /* a mapping costs a hundred times more */
     p->st.backend_calls_total++;
     int rc = vram__backend_map(p->backend, page_addr(p, gi), (uint64_t)n * p->granularity);
     if (rc) {
@@ -235,6 +239,8 @@ int vram__vmm_destroy(vram_pool *p)
     }
     free(p->page_state);
     p->page_state = NULL;
+    free(p->chunk_stamp);
+    p->chunk_stamp = NULL;
     return failed ? VRAM_EBACKEND : 0;
 }
 
@@ -382,7 +388,9 @@ static int unmap_down_to(vram_pool *p, uint64_t limit, uint64_t *released)
     while (p->free_mapped > limit && p->clru_head != VRAM__NO_PAGE) {
         int32_t c = p->clru_head;
         uint64_t bytes = (uint64_t)p->chunk_len[c] * p->granularity;
-        int rc = unmap_chunk(p, c);
+        int rc = vram__streams_settle_upto(p, p->chunk_stamp[c]);
+        if (!rc)
+            rc = unmap_chunk(p, c);
         if (rc)
             return rc;
         if (released)
@@ -398,9 +406,6 @@ int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released)
         return 0;
     if (!p->huge_head && p->clru_head == VRAM__NO_PAGE)
         return 0; /* only parts of chunks are free: nothing can go back */
-    int settled = vram__streams_settle_solo(p);
-    if (settled)
-        return settled;
     uint64_t excess = kept - keep;
     int rc = vram__huge_release(p, p->huge_free > excess ? p->huge_free - excess : 0, released);
     if (rc)
