@@ -461,13 +461,14 @@ def run_all(a):
     t0 = time.perf_counter()
     with open(jsonl, "w", encoding="utf-8") as f:
         for i, w in enumerate(workloads):
-            # Alternate which allocator goes first, against drift in clocks and heat.
-            order = ("torch", "vramkit") if i % 2 == 0 else ("vramkit", "torch")
-            for allocator in order:
-                rec = run_child(a, w, allocator, lib)
-                records.append(rec)
-                f.write(json.dumps(rec, sort_keys=False) + "\n")
-                f.flush()
+            for rep in range(a.repeat):
+                # Alternate which allocator goes first, against drift in clocks and heat.
+                order = ("torch", "vramkit") if (i + rep) % 2 == 0 else ("vramkit", "torch")
+                for allocator in order:
+                    rec = run_child(a, w, allocator, lib)
+                    records.append(rec)
+                    f.write(json.dumps(rec, sort_keys=False) + "\n")
+                    f.flush()
     meta = {
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "lib": lib,
@@ -507,13 +508,19 @@ def _verdict(value, limit, at_most):
 def make_report(records, meta):
     """Markdown: the targets table, a details table, the summary line.
     Returns (text, targets passed, targets counted, runs crashed)."""
-    by = {}
+    runs = {}
     order = []
     for r in records:
-        key = (r.get("workload"), r.get("allocator"))
-        by[key] = r
+        runs.setdefault((r.get("workload"), r.get("allocator")), []).append(r)
         if r.get("workload") not in order:
             order.append(r.get("workload"))
+    # Several runs of a pair (--repeat): the one with the median throughput
+    # stands for it; the details table lists every run's.
+    by = {}
+    for key, rs in runs.items():
+        ok = sorted((r for r in rs if "throughput" in r and not r.get("crashed")),
+                    key=lambda r: r["throughput"])
+        by[key] = ok[(len(ok) - 1) // 2] if ok else rs[-1]
     crashed = sum(1 for r in records if r.get("crashed") or "error" in r)
     passed = total = 0
     any_rec = next((r for r in records if "gpu" in r), {})
@@ -530,7 +537,8 @@ def make_report(records, meta):
               "(torch: `max_memory_reserved`; vramkit: the pool's `peak_reserved_bytes`). "
               "Peak live: bytes in live tensors at their most (torch: "
               "`max_memory_allocated`, rounded to 512 B blocks; vramkit: as requested). "
-              "Both include the weights and the warm-up; throughput excludes the warm-up.",
+              "Both include the weights and the warm-up; throughput excludes the warm-up. "
+              "With several runs of a pair, the run with the median throughput stands for it.",
               "",
               "| workload | torch held MiB | vramkit held MiB | held vramkit/torch (<= %.2f) "
               "| torch live MiB | vramkit live MiB | vramkit held/live (<= %.2f) "
@@ -565,9 +573,10 @@ def make_report(records, meta):
               "and vramkit's backend, policy, backend calls and waits for the GPU's work "
               "(a stream is waited for before memory it freed goes back to the driver).",
               "",
-              "| workload | allocator | iterations | images | seconds | torch held/live "
+              "| workload | allocator | iterations | images | seconds | img/s of every run "
+              "| torch held/live "
               "| device used MiB | stack limit B | backend | policy | backend calls | waits | note |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|"]
+              "|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|"]
     for w in order:
         for al in ("torch", "vramkit"):
             r = by.get((w, al))
@@ -581,8 +590,11 @@ def make_report(records, meta):
                 note = (note + "; " if note else "") + "torch counters " + \
                     r["torch_counters"].split(":")[0]
             hl = r.get("held_over_live")
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            every = ", ".join("%.1f" % x["throughput"] for x in runs.get((w, al), [])
+                              if "throughput" in x)
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 w, al, r.get("iterations", "-"), r.get("images", "-"), r.get("seconds", "-"),
+                every or "-",
                 "%.3f" % hl if al == "torch" and hl else "-",
                 _mib(r.get("device_used_bytes")),
                 r.get("stack_limit_bytes") if r.get("stack_limit_bytes") is not None else "-",
@@ -643,6 +655,9 @@ def parse(argv):
     ap.add_argument("--deeplab-backbone", choices=("mobilenet_v3_large", "resnet50"),
                     default="mobilenet_v3_large")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--all: runs of each (workload, allocator) pair, alternating; "
+                         "the median throughput counts")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index")
     ap.add_argument("--timeout", type=int, default=600, help="--all: seconds per run")
     a = ap.parse_args(argv)
