@@ -27,6 +27,18 @@ m = read("machine.txt")
 if m:
     print("```\n" + m.strip() + "\n```\n")
 
+ctest = read("ctest.log")
+san = read("sanitizer_summary.txt")
+if ctest or san:
+    print("## Tests and compute-sanitizer\n")
+    for line in (ctest or "").splitlines():
+        if "tests passed" in line or "***" in line or "Failed" in line:
+            print("- ctest (CPU and GPU tests): " + line.strip())
+    for line in (san or "").splitlines():
+        if line.strip():
+            print("- " + line.strip())
+    print()
+
 rows = jsonl("replay_gpu.jsonl")
 if rows:
     print("## Trace replay on real device memory\n")
