@@ -13,7 +13,15 @@ packages=(
   libcmocka-dev     # unit and integration tests
   clang             # libFuzzer targets
   libclang-rt-14-dev # sanitizer and libFuzzer runtimes for clang
+  protobuf-c-compiler # protoc-c: C code for the ONNX subset the engine reads
+  libprotobuf-c-dev # protobuf-c runtime: decoding ONNX models
+  python3-onnx      # tests: generating ONNX models of every supported operator
+  python3-numpy     # tests: .npy files for the models' inputs and outputs
+  nodejs            # tests: ONNX Runtime (npm onnxruntime-node), the reference
 )
+# npm comes with some nodejs builds (NodeSource's) and conflicts with
+# Debian's npm package there: ask for it only where the command is missing.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,170 @@
+/* src/engine/graph.c - the engine's in-memory graph (graph.h): element type
+ * sizes and names, shape arithmetic, value lookup and creation, attribute
+ * reads, and releasing a graph. The ONNX loader that fills it is
+ * onnx_load.c. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "graph.h"
+
+size_t vram__dtype_size(int dtype)
+{
+    switch (dtype) {
+    case VRAM__DT_FLOAT: return 4;
+    case VRAM__DT_UINT8: return 1;
+    case VRAM__DT_INT8: return 1;
+    case VRAM__DT_INT32: return 4;
+    case VRAM__DT_INT64: return 8;
+    case VRAM__DT_BOOL: return 1;
+    case VRAM__DT_FLOAT16: return 2;
+    case VRAM__DT_DOUBLE: return 8;
+    default: return 0;
+    }
+}
+
+const char *vram__dtype_name(int dtype)
+{
+    /* Every ONNX TensorProto.DataType up to 16 has its name, including those
+     * the engine does not handle, so messages can say "string" or "int16". */
+    static const char *const names[] = {
+        "undefined", "float",  "uint8",     "int8",       "uint16",   "int16",
+        "int32",     "int64",  "string",    "bool",       "float16",  "double",
+        "uint32",    "uint64", "complex64", "complex128", "bfloat16",
+    };
+    static _Thread_local char other[24];
+    if (dtype >= 0 && (size_t)dtype < VRAM__ARRAY_LEN(names))
+        return names[dtype];
+    snprintf(other, sizeof other, "type %d", dtype);
+    return other;
+}
+
+int64_t vram__shape_elems(const vram__shape *s)
+{
+    if (s->rank < 0 || s->rank > VRAM__MAX_RANK)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dim[i];
+        if (d < 0)
+            return -1;
+        if (d != 0 && n > INT64_MAX / d)
+            return -1;
+        n *= d;
+    }
+    return n;
+}
+
+int vram__graph_find(const vram__graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_values; i++)
+        if (strcmp(g->values[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int vram__graph_add_value(vram__graph *g, const char *name)
+{
+    if (g->n_values == INT_MAX) {
+        vram__fail(VRAM_EHOSTMEM, "graph holds %d values, the most it can", g->n_values);
+        return -1;
+    }
+    size_t cap = (size_t)g->cap_values;
+    vram__value *values = vram__grow(g->values, &cap, (size_t)g->n_values, sizeof *values, 16);
+    if (!values)
+        return -1;
+    g->values = values;
+    g->cap_values = cap > INT_MAX ? INT_MAX : (int)cap;
+    char *copy = vram__strdup(name);
+    if (!copy)
+        return -1;
+    vram__value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = copy;
+    v->shape.rank = -1;
+    v->producer = -1;
+    return g->n_values++;
+}
+
+const vram__attr *vram__node_attr(const vram__node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+/* The typed reads below treat an attribute of another type like a missing
+ * one: they return the default. */
+int64_t vram__attr_int(const vram__node *n, const char *name, int64_t def)
+{
+    const vram__attr *a = vram__node_attr(n, name);
+    return a && a->type == VRAM__ATTR_INT ? a->i : def;
+}
+
+float vram__attr_float(const vram__node *n, const char *name, float def)
+{
+    const vram__attr *a = vram__node_attr(n, name);
+    return a && a->type == VRAM__ATTR_FLOAT ? a->f : def;
+}
+
+const char *vram__attr_string(const vram__node *n, const char *name, const char *def)
+{
+    const vram__attr *a = vram__node_attr(n, name);
+    return a && a->type == VRAM__ATTR_STRING ? a->s : def;
+}
+
+size_t vram__attr_ints(const vram__node *n, const char *name, const int64_t **out)
+{
+    const vram__attr *a = vram__node_attr(n, name);
+    if (!a || a->type != VRAM__ATTR_INTS) {
+        *out = NULL;
+        return 0;
+    }
+    *out = a->ints;
+    return a->n;
+}
+
+static void attr_free(vram__attr *a)
+{
+    free(a->name);
+    free(a->s);
+    free(a->floats);
+    free(a->ints);
+    if (a->strings)
+        for (size_t i = 0; i < a->n; i++)
+            free(a->strings[i]);
+    free(a->strings);
+}
+
+void vram__graph_free(vram__graph *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->n_values; i++) {
+        vram__value *v = &g->values[i];
+        free(v->name);
+        for (int d = 0; d < VRAM__MAX_RANK; d++)
+            free(v->dim_param[d]);
+        free(v->data);
+    }
+    free(g->values);
+    for (int i = 0; i < g->n_nodes; i++) {
+        vram__node *n = &g->nodes[i];
+        free(n->name);
+        free(n->op);
+        free(n->in);
+        free(n->out);
+        if (n->attrs)
+            for (int a = 0; a < n->n_attrs; a++)
+                attr_free(&n->attrs[a]);
+        free(n->attrs);
+    }
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->producer);
+    memset(g, 0, sizeof *g);
+}
