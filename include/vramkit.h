@@ -17,5 +17,6 @@
 #include "vramkit/trace.h"
 #include "vramkit/replay.h"
 #include "vramkit/torch.h"
+#include "vramkit/engine.h"
 
 #endif

@@ -9,6 +9,7 @@
 int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_ctxcost(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 /* Print "vramkit CMD: message" to stderr; returns 2 (usage) for chaining. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

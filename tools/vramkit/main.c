@@ -14,6 +14,7 @@ static const struct {
     {"replay", cmd_replay, "replay allocation traces through a pool and compare with malloc"},
     {"config", cmd_config, "print every option, its value and where it came from"},
     {"ctxcost", cmd_ctxcost, "measure what CUDA contexts cost on this GPU, and what sharing saves"},
+    {"model", cmd_model, "ONNX models: what they are and cost (info), and running them (run)"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,119 @@
+/* vramkit/engine.h - ONNX models whose memory is planned at load time.
+ *
+ * An engine is a loaded model: its graph, its weights (uploaded once, pool
+ * kind `weights`) and a plan of every intermediate tensor's offset in one
+ * activation arena, shared read-only by every stream. A context is what one
+ * execution needs: the arena (kind `activations`), workspace, and input and
+ * output bindings sized for the largest batch (kind `io`). Once a context
+ * exists, running it allocates nothing.
+ *
+ * Executors: "cpu", the plain-C reference (memory from a pool on the `host`
+ * backend). Errors follow the library's model: 0 or a negative VRAM_E*
+ * code, with the sentence in vram_last_error(). */
+#ifndef VRAMKIT_ENGINE_H
+#define VRAMKIT_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramkit/pool.h"
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_engine vram_engine;
+typedef struct vram_context vram_context;
+
+typedef struct vram_engine_opts {
+    const char *executor; /* "cpu" (the default) */
+    int64_t batch;        /* the batch the engine serves, for inputs whose first
+                             dimension is symbolic or unknown; 0: 1 */
+    vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
+                             the engine makes its own on the host backend. The
+                             pool must outlive the engine. */
+    uint64_t alignment;   /* of every tensor in the arena; 0: 256 */
+    vram_owner owner;     /* whose budget the engine's and its contexts' memory
+                             counts against (VRAM_OWNER_DEFAULT: none) */
+} vram_engine_opts;
+
+/* Defaults: executor "cpu", batch 1, own pool, alignment 256. */
+int vram_engine_opts_init(vram_engine_opts *opts);
+
+/* Load an ONNX model from a file or from memory. VRAM_EPARSE for a
+ * malformed or hostile file, VRAM_ENOSYS for an unsupported operator (named,
+ * with its node), VRAM_EIO when the file cannot be read, VRAM_EINVAL for bad
+ * options or inconsistent shapes; *out is NULL then. */
+int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out);
+int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
+                           vram_engine **out);
+/* VRAM_EBUSY while a context of it lives. */
+int vram_engine_destroy(vram_engine *engine);
+
+/* A tensor's name, element type (ONNX's numbering: 1 float, 7 int64...),
+ * and shape at the engine's batch. */
+typedef struct vram_tensor_desc {
+    const char *name; /* owned by the engine */
+    int dtype;
+    int rank;
+    int64_t dims[8];
+} vram_tensor_desc;
+
+size_t vram_engine_input_count(const vram_engine *engine);
+size_t vram_engine_output_count(const vram_engine *engine);
+/* VRAM_EINVAL when i is out of range. */
+int vram_engine_input(const vram_engine *engine, size_t i, vram_tensor_desc *out);
+int vram_engine_output(const vram_engine *engine, size_t i, vram_tensor_desc *out);
+/* ONNX's name of a dtype ("float", "int64", ...). */
+const char *vram_dtype_name(int dtype);
+
+/* The engine's memory, in four categories, and what one more context costs
+ * (its arena, workspace and bindings). */
+typedef struct vram_engine_memory {
+    uint64_t weights_bytes;         /* initializers and folded constants, once */
+    uint64_t activations_bytes;     /* one context's arena, as planned */
+    uint64_t activations_lower_bound; /* the most bytes live at one step */
+    uint64_t io_bytes;              /* one context's input and output bindings */
+    uint64_t workspace_bytes;       /* one context's scratch for the kernels */
+    uint64_t context_bytes;         /* activations + io + workspace */
+} vram_engine_memory;
+int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
+
+/* Operators of the model as executed (after folding), counted by type. */
+typedef struct vram_op_count {
+    const char *op; /* owned by the engine */
+    unsigned count;
+} vram_op_count;
+/* Fills up to `cap` entries (sorted by name), returns how many types there
+ * are in *n. */
+int vram_engine_op_counts(const vram_engine *engine, vram_op_count *out, size_t cap, size_t *n);
+/* Nodes of the file, nodes folded into constants at load, BatchNormalizations
+ * folded into their convolution. */
+typedef struct vram_engine_info {
+    int64_t opset;
+    const char *producer; /* owned by the engine */
+    unsigned nodes, folded_nodes, fused_batchnorms, steps;
+    int64_t batch;
+} vram_engine_info;
+int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
+
+/* A context: allocates its arena, workspace and bindings from the engine's
+ * pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; nothing is kept then). */
+int vram_context_create(vram_engine *engine, vram_context **out);
+int vram_context_destroy(vram_context *ctx);
+
+/* Copy `bytes` bytes of input `i` into its binding: the element type must be
+ * the input's and the byte count its size at the engine's batch (the message
+ * gives both). */
+int vram_context_set_input(vram_context *ctx, size_t i, const void *data, size_t bytes);
+/* Run the model. Allocates nothing. */
+int vram_context_run(vram_context *ctx);
+/* Output i after a run: a pointer into the context's binding, valid until the
+ * next run or destroy, and its byte count. */
+int vram_context_output(vram_context *ctx, size_t i, const void **data, size_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,129 @@
+/* src/engine/context.c - contexts: one execution's memory (arena, workspace,
+ * input and output bindings) taken from the engine's pool when the context
+ * is made, every value's address resolved then, and runs that allocate
+ * nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "engine_internal.h"
+
+static void context_free(vram_context *c)
+{
+    vram_engine *e = c->e;
+    void *blocks[] = {c->arena, c->io, c->workspace};
+    for (size_t i = 0; i < 3; i++)
+        if (blocks[i])
+            vram_pool_free(e->pool, blocks[i], NULL);
+    free(c->ptr);
+    free(c);
+}
+
+static int take(vram_engine *e, uint64_t bytes, vram_kind kind, const char *what, void **out)
+{
+    *out = NULL;
+    if (!bytes)
+        return 0;
+    int rc = vram_pool_alloc(e->pool, bytes, e->owner, kind, NULL, out);
+    if (rc)
+        return vram__fail_prefix(rc, "context %s (%llu bytes): ", what, (unsigned long long)bytes);
+    return 0;
+}
+
+int vram_context_create(vram_engine *e, vram_context **out)
+{
+    if (!e || !out)
+        return vram__fail(VRAM_EINVAL, "vram_context_create: engine and out are required");
+    *out = NULL;
+    vram_context *c = vram__calloc(1, sizeof *c);
+    if (!c)
+        return VRAM_EHOSTMEM;
+    c->e = e;
+    c->ptr = vram__calloc((size_t)e->g.n_values + 1, sizeof *c->ptr);
+    int rc = c->ptr ? 0 : VRAM_EHOSTMEM;
+    if (!rc)
+        rc = take(e, e->arena_bytes, VRAM_KIND_ACTIVATIONS, "arena", &c->arena);
+    if (!rc)
+        rc = take(e, e->io_bytes, VRAM_KIND_IO, "bindings", &c->io);
+    if (!rc)
+        rc = take(e, e->workspace_bytes, VRAM_KIND_WORKSPACE, "workspace", &c->workspace);
+    if (rc) {
+        char msg[512]; /* giving memory back clears the error sentence */
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        context_free(c);
+        return vram__fail(rc, "%s", msg);
+    }
+    for (int v = 0; v < e->g.n_values; v++) {
+        const vram__placement *pl = &e->place[v];
+        switch (pl->loc) {
+        case VRAM__LOC_WEIGHTS:
+            c->ptr[v] = (char *)e->weights + pl->offset;
+            break;
+        case VRAM__LOC_ARENA:
+            c->ptr[v] = (char *)c->arena + pl->offset;
+            break;
+        case VRAM__LOC_INPUT:
+        case VRAM__LOC_OUTPUT:
+            c->ptr[v] = (char *)c->io + pl->offset;
+            if (e->g.values[v].data) /* a constant output: written once */
+                memcpy(c->ptr[v], e->g.values[v].data, (size_t)pl->bytes);
+            else
+                memset(c->ptr[v], 0, (size_t)pl->bytes);
+            break;
+        default:
+            break;
+        }
+    }
+    e->contexts++;
+    *out = c;
+    return 0;
+}
+
+int vram_context_destroy(vram_context *c)
+{
+    if (!c)
+        return 0;
+    c->e->contexts--;
+    context_free(c);
+    return 0;
+}
+
+int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t bytes)
+{
+    if (!c || (!data && bytes))
+        return vram__fail(VRAM_EINVAL, "vram_context_set_input: context and data are required");
+    const vram_engine *e = c->e;
+    if (i >= (size_t)e->g.n_inputs)
+        return vram__fail(VRAM_EINVAL, "input %zu does not exist (the model has %d)", i,
+                          e->g.n_inputs);
+    int v = e->g.inputs[i];
+    if (bytes != e->place[v].bytes)
+        return vram__fail(VRAM_EINVAL, "input '%s' takes %llu bytes (%s, batch %lld), not %zu",
+                          e->g.values[v].name, (unsigned long long)e->place[v].bytes,
+                          vram__dtype_name(e->g.values[v].dtype), (long long)e->batch, bytes);
+    if (bytes)
+        memcpy(c->ptr[v], data, bytes);
+    return 0;
+}
+
+int vram_context_run(vram_context *c)
+{
+    if (!c)
+        return vram__fail(VRAM_EINVAL, "vram_context_run: context is NULL");
+    return vram__exec_cpu(c);
+}
+
+int vram_context_output(vram_context *c, size_t i, const void **data, size_t *bytes)
+{
+    if (!c || !data || !bytes)
+        return vram__fail(VRAM_EINVAL, "vram_context_output: context, data and bytes are required");
+    const vram_engine *e = c->e;
+    if (i >= (size_t)e->g.n_outputs)
+        return vram__fail(VRAM_EINVAL, "output %zu does not exist (the model has %d)", i,
+                          e->g.n_outputs);
+    int v = e->g.outputs[i];
+    *data = c->ptr[v];
+    *bytes = (size_t)e->place[v].bytes;
+    return 0;
+}

@@ -1,0 +1,415 @@
+/* src/engine/engine.c - loading an engine: read the file, build the graph,
+ * infer shapes at the engine's batch and fold constants, lower nodes to
+ * steps, decide where every value lives (weights block, arena, bindings),
+ * plan the arena from lifetimes, and upload the weights once. Also what the
+ * engine tells about itself: inputs, outputs, memory, operators. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "engine_internal.h"
+#include "plan.h"
+#include "shape.h"
+#include "vramkit/backend.h"
+
+int vram_engine_opts_init(vram_engine_opts *o)
+{
+    if (!o)
+        return vram__fail(VRAM_EINVAL, "vram_engine_opts_init: opts is NULL");
+    *o = (vram_engine_opts){.executor = "cpu", .batch = 1, .alignment = 256};
+    return 0;
+}
+
+const char *vram_dtype_name(int dtype) { return vram__dtype_name(dtype); }
+
+static void engine_free(vram_engine *e)
+{
+    if (!e)
+        return;
+    if (e->weights)
+        vram_pool_free(e->pool, e->weights, NULL);
+    for (int i = 0; i < e->n_steps; i++)
+        free(e->steps[i].split_sizes);
+    free(e->steps);
+    free(e->place);
+    free(e->ops);
+    vram__graph_free(&e->g);
+    if (e->owns_pool) {
+        vram_pool_destroy(e->pool);
+        vram_backend_destroy(e->own_backend);
+    }
+    free(e);
+}
+
+static int make_pool(vram_engine *e)
+{
+    vram_backend_opts bo = {0};
+    int rc = vram_backend_create("host", &bo, &e->own_backend);
+    if (rc)
+        return rc;
+    vram_pool_opts po;
+    vram_pool_opts_init(&po);
+    po.name = "engine";
+    po.backend = e->own_backend;
+    po.trace_path = NULL;
+    rc = vram_pool_create(&po, &e->pool);
+    if (rc) {
+        vram_backend_destroy(e->own_backend);
+        e->own_backend = NULL;
+        return rc;
+    }
+    e->owns_pool = 1;
+    return 0;
+}
+
+/* Bytes of a value at the engine's batch. */
+static int value_bytes(const vram__value *v, uint64_t *out)
+{
+    int64_t n = vram__shape_elems(&v->shape);
+    size_t es = vram__dtype_size(v->dtype);
+    if (n < 0 || !es)
+        return vram__fail(VRAM_EINVAL, "tensor '%s' has no known size (%s, rank %d)", v->name,
+                          vram__dtype_name(v->dtype), v->shape.rank);
+    if ((uint64_t)n > UINT64_MAX / es)
+        return vram__fail(VRAM_EINVAL, "tensor '%s' is too large", v->name);
+    *out = (uint64_t)n * es;
+    return 0;
+}
+
+/* May output y of step s overwrite input v (same bytes, dies at s)? */
+static int inplace_candidate(const vram_engine *e, const vram__step *st, int v, int y,
+                             const int *last)
+{
+    if (v < 0 || e->place[v].loc != VRAM__LOC_ARENA || last[v] != (int)(st - e->steps))
+        return 0;
+    return e->place[v].bytes == e->place[y].bytes &&
+           e->g.values[v].dtype == e->g.values[y].dtype;
+}
+
+static int place_and_plan(vram_engine *e)
+{
+    vram__graph *g = &e->g;
+    int nv = g->n_values;
+    e->place = vram__calloc((size_t)nv + 1, sizeof *e->place);
+    int *first = vram__calloc((size_t)nv + 1, sizeof *first);
+    int *last = vram__calloc((size_t)nv + 1, sizeof *last);
+    int *arena_idx = vram__calloc((size_t)nv + 1, sizeof *arena_idx);
+    vram__plan_tensor *pt = vram__calloc((size_t)nv + 1, sizeof *pt);
+    int rc = e->place && first && last && arena_idx && pt ? 0 : VRAM_EHOSTMEM;
+    for (int v = 0; v < nv; v++)
+        first[v] = last[v] = -1;
+    /* Which values the steps touch, and when. */
+    for (int s = 0; !rc && s < e->n_steps; s++) {
+        const vram__node *n = &g->nodes[e->steps[s].node];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0)
+                last[n->in[k]] = s;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && first[n->out[k]] < 0)
+                first[n->out[k]] = s;
+    }
+    for (int i = 0; i < g->n_inputs; i++)
+        first[g->inputs[i]] = first[g->inputs[i]] < 0 ? 0 : first[g->inputs[i]];
+    uint64_t a = e->alignment;
+    for (int v = 0; !rc && v < nv; v++) {
+        vram__value *val = &g->values[v];
+        int used = last[v] >= 0 || first[v] >= 0 || (val->flags & (VRAM__VALUE_INPUT |
+                                                                   VRAM__VALUE_OUTPUT));
+        if (!used)
+            continue;
+        rc = value_bytes(val, &e->place[v].bytes);
+        if (rc)
+            break;
+        if (val->flags & VRAM__VALUE_INPUT) {
+            e->place[v].loc = VRAM__LOC_INPUT;
+        } else if (val->flags & VRAM__VALUE_OUTPUT) {
+            e->place[v].loc = VRAM__LOC_OUTPUT;
+        } else if (val->data) {
+            e->place[v].loc = VRAM__LOC_WEIGHTS;
+            e->place[v].offset = e->weights_bytes;
+            e->weights_bytes += vram__align_up(e->place[v].bytes, a);
+        } else {
+            e->place[v].loc = VRAM__LOC_ARENA;
+        }
+        if (e->place[v].loc == VRAM__LOC_INPUT || e->place[v].loc == VRAM__LOC_OUTPUT) {
+            e->place[v].offset = e->io_bytes;
+            e->io_bytes += vram__align_up(e->place[v].bytes ? e->place[v].bytes : 1, a);
+        }
+    }
+    /* The arena: intermediates, with in-place reuse for element-wise steps
+     * and copies whose input dies there. */
+    int n_arena = 0;
+    for (int v = 0; !rc && v < nv; v++) {
+        if (e->place[v].loc != VRAM__LOC_ARENA)
+            continue;
+        if (first[v] < 0) /* read but never written: an unused optional output */
+            first[v] = last[v] >= 0 ? last[v] : 0;
+        arena_idx[v] = n_arena;
+        pt[n_arena++] = (vram__plan_tensor){.size = e->place[v].bytes, .first = first[v],
+                                            .last = last[v] < first[v] ? first[v] : last[v],
+                                            .inplace_of = -1};
+    }
+    for (int s = 0; !rc && s < e->n_steps; s++) {
+        const vram__step *st = &e->steps[s];
+        int y = st->y;
+        if (y < 0 || e->place[y].loc != VRAM__LOC_ARENA)
+            continue;
+        int cand = -1;
+        if (st->op == VRAM__OP_UNARY || st->op == VRAM__OP_COPY) {
+            cand = inplace_candidate(e, st, st->x, y, last) ? st->x : -1;
+        } else if (st->op == VRAM__OP_BINARY) {
+            const vram__node *n = &g->nodes[st->node];
+            for (int k = 0; k < 2 && cand < 0; k++)
+                if (inplace_candidate(e, st, n->in[k], y, last) &&
+                    g->values[n->in[k]].shape.rank == g->values[y].shape.rank)
+                    cand = n->in[k];
+        }
+        if (cand >= 0 && cand != y)
+            pt[arena_idx[y]].inplace_of = arena_idx[cand];
+    }
+    vram__plan plan = {0};
+    if (!rc)
+        rc = vram__plan_arena(pt, n_arena, a, &plan);
+    if (!rc) {
+        for (int v = 0; v < nv; v++)
+            if (e->place[v].loc == VRAM__LOC_ARENA)
+                e->place[v].offset = plan.offset[arena_idx[v]];
+        e->arena_bytes = plan.arena_bytes;
+        e->arena_lower_bound = plan.lower_bound;
+    }
+    vram__plan_free(&plan);
+    free(first);
+    free(last);
+    free(arena_idx);
+    free(pt);
+    return rc;
+}
+
+static int upload_weights(vram_engine *e)
+{
+    if (!e->weights_bytes)
+        return 0;
+    int rc = vram_pool_alloc(e->pool, e->weights_bytes, e->owner, VRAM_KIND_WEIGHTS, NULL,
+                             &e->weights);
+    if (rc)
+        return vram__fail_prefix(rc, "uploading %llu bytes of weights: ",
+                                 (unsigned long long)e->weights_bytes);
+    for (int v = 0; v < e->g.n_values; v++)
+        if (e->place[v].loc == VRAM__LOC_WEIGHTS)
+            memcpy((char *)e->weights + e->place[v].offset, e->g.values[v].data,
+                   (size_t)e->place[v].bytes);
+    return 0;
+}
+
+static int cmp_op(const void *x, const void *y)
+{
+    return strcmp(((const vram_op_count *)x)->op, ((const vram_op_count *)y)->op);
+}
+
+static int count_ops(vram_engine *e)
+{
+    e->ops = vram__calloc((size_t)e->g.n_nodes + 1, sizeof *e->ops);
+    if (!e->ops)
+        return VRAM_EHOSTMEM;
+    for (int i = 0; i < e->g.n_nodes; i++) {
+        const char *op = e->g.nodes[i].op;
+        size_t k = 0;
+        while (k < e->n_ops && strcmp(e->ops[k].op, op))
+            k++;
+        if (k == e->n_ops)
+            e->ops[e->n_ops++] = (vram_op_count){op, 0};
+        e->ops[k].count++;
+    }
+    qsort(e->ops, e->n_ops, sizeof *e->ops, cmp_op);
+    return 0;
+}
+
+int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
+                           vram_engine **out)
+{
+    if (!out)
+        return vram__fail(VRAM_EINVAL, "vram_engine_load: out is NULL");
+    *out = NULL;
+    if (!bytes && len)
+        return vram__fail(VRAM_EINVAL, "vram_engine_load: bytes is NULL but len is %zu", len);
+    vram_engine_opts o;
+    vram_engine_opts_init(&o);
+    if (opts)
+        o = *opts;
+    if (!o.executor)
+        o.executor = "cpu";
+    if (strcmp(o.executor, "cpu"))
+        return vram__fail(VRAM_ENOSYS, "executor '%s' is not available (cpu is)", o.executor);
+    if (o.batch <= 0)
+        o.batch = 1;
+    if (!o.alignment)
+        o.alignment = 256;
+    if (o.alignment & (o.alignment - 1))
+        return vram__fail(VRAM_EINVAL, "alignment %llu is not a power of two",
+                          (unsigned long long)o.alignment);
+    vram_engine *e = vram__calloc(1, sizeof *e);
+    if (!e)
+        return VRAM_EHOSTMEM;
+    e->batch = o.batch;
+    e->alignment = o.alignment;
+    e->owner = o.owner;
+    int rc = 0;
+    if (o.pool) {
+        e->pool = o.pool;
+        if (strcmp(vram_backend_name(vram_pool_backend(o.pool)), "host"))
+            rc = vram__fail(VRAM_EINVAL,
+                            "the cpu executor needs a pool on the host backend, not '%s'",
+                            vram_backend_name(vram_pool_backend(o.pool)));
+    } else {
+        rc = make_pool(e);
+        if (!rc && e->owner != VRAM_OWNER_DEFAULT)
+            rc = vram__fail(VRAM_EINVAL, "owner %u belongs to no pool: give the pool too",
+                            (unsigned)e->owner);
+    }
+    unsigned char *folded = NULL;
+    if (!rc)
+        rc = vram__onnx_load(bytes, len, &e->g);
+    if (!rc) {
+        folded = vram__calloc((size_t)e->g.n_nodes + 1, 1);
+        rc = folded ? vram__infer_shapes(&e->g, e->batch, folded) : VRAM_EHOSTMEM;
+    }
+    for (int i = 0; !rc && i < e->g.n_nodes; i++)
+        e->folded_nodes += folded[i] != 0;
+    if (!rc)
+        rc = vram__lower(e, folded);
+    free(folded);
+    if (!rc) {
+        e->workspace_bytes = vram__exec_cpu_workspace(e);
+        rc = place_and_plan(e);
+    }
+    if (!rc)
+        rc = count_ops(e);
+    if (!rc)
+        rc = upload_weights(e);
+    if (rc) {
+        /* Giving memory back clears the error sentence: keep it. */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        engine_free(e);
+        return vram__fail(rc, "%s", msg);
+    }
+    *out = e;
+    return 0;
+}
+
+int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out)
+{
+    if (!path || !out)
+        return vram__fail(VRAM_EINVAL, "vram_engine_load: path and out are required");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vram__fail(VRAM_EIO, "cannot open model '%s': %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap ? 2 * cap : 1 << 20;
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                rc = vram__fail(VRAM_EHOSTMEM, "reading model '%s': out of host memory", path);
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = vram__fail(VRAM_EIO, "reading model '%s': %s", path, strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (!rc) {
+        rc = vram_engine_load_bytes(buf, len, opts, out);
+        if (rc)
+            vram__fail_prefix(rc, "model '%s': ", path);
+    }
+    free(buf);
+    return rc;
+}
+
+int vram_engine_destroy(vram_engine *e)
+{
+    if (!e)
+        return 0;
+    if (e->contexts)
+        return vram__fail(VRAM_EBUSY, "engine: %u context(s) still alive", e->contexts);
+    engine_free(e);
+    return 0;
+}
+
+size_t vram_engine_input_count(const vram_engine *e) { return e ? (size_t)e->g.n_inputs : 0; }
+size_t vram_engine_output_count(const vram_engine *e) { return e ? (size_t)e->g.n_outputs : 0; }
+
+static int describe(const vram_engine *e, int v, vram_tensor_desc *out)
+{
+    const vram__value *val = &e->g.values[v];
+    *out = (vram_tensor_desc){.name = val->name, .dtype = val->dtype, .rank = val->shape.rank};
+    for (int d = 0; d < val->shape.rank && d < 8; d++)
+        out->dims[d] = val->shape.dim[d];
+    return 0;
+}
+
+int vram_engine_input(const vram_engine *e, size_t i, vram_tensor_desc *out)
+{
+    if (!e || !out || i >= (size_t)e->g.n_inputs)
+        return vram__fail(VRAM_EINVAL, "input %zu of %d", i, e ? e->g.n_inputs : 0);
+    return describe(e, e->g.inputs[i], out);
+}
+
+int vram_engine_output(const vram_engine *e, size_t i, vram_tensor_desc *out)
+{
+    if (!e || !out || i >= (size_t)e->g.n_outputs)
+        return vram__fail(VRAM_EINVAL, "output %zu of %d", i, e ? e->g.n_outputs : 0);
+    return describe(e, e->g.outputs[i], out);
+}
+
+int vram_engine_memory_get(const vram_engine *e, vram_engine_memory *out)
+{
+    if (!e || !out)
+        return vram__fail(VRAM_EINVAL, "vram_engine_memory_get: engine and out are required");
+    *out = (vram_engine_memory){
+        .weights_bytes = e->weights_bytes,
+        .activations_bytes = e->arena_bytes,
+        .activations_lower_bound = e->arena_lower_bound,
+        .io_bytes = e->io_bytes,
+        .workspace_bytes = e->workspace_bytes,
+        .context_bytes = e->arena_bytes + e->io_bytes + e->workspace_bytes,
+    };
+    return 0;
+}
+
+int vram_engine_op_counts(const vram_engine *e, vram_op_count *out, size_t cap, size_t *n)
+{
+    if (!e || !n || (cap && !out))
+        return vram__fail(VRAM_EINVAL, "vram_engine_op_counts: engine, n (and out) are required");
+    for (size_t i = 0; i < cap && i < e->n_ops; i++)
+        out[i] = e->ops[i];
+    *n = e->n_ops;
+    return 0;
+}
+
+int vram_engine_info_get(const vram_engine *e, vram_engine_info *out)
+{
+    if (!e || !out)
+        return vram__fail(VRAM_EINVAL, "vram_engine_info_get: engine and out are required");
+    *out = (vram_engine_info){.opset = e->g.opset,
+                              .producer = e->g.producer ? e->g.producer : "",
+                              .nodes = (unsigned)e->g.n_nodes,
+                              .folded_nodes = e->folded_nodes,
+                              .fused_batchnorms = e->fused_bn,
+                              .steps = (unsigned)e->n_steps,
+                              .batch = e->batch};
+    return 0;
+}

@@ -1,0 +1,145 @@
+/* src/engine/engine_internal.h - what an engine and a context hold, and the
+ * steps the executor runs: one per node left after folding, with every
+ * parameter the kernels need computed at load time, so that a run does
+ * nothing but call kernels on planned memory. */
+#ifndef VRAM_ENGINE_INTERNAL_H
+#define VRAM_ENGINE_INTERNAL_H
+
+#include "cpu/kernels_elem.h"
+#include "cpu/kernels_nn.h"
+#include "graph.h"
+#include "vramkit/engine.h"
+
+typedef enum vram__op {
+    VRAM__OP_CONV,
+    VRAM__OP_CONV_TRANSPOSE,
+    VRAM__OP_BATCHNORM,
+    VRAM__OP_UNARY,
+    VRAM__OP_PRELU,
+    VRAM__OP_BINARY,
+    VRAM__OP_MAXPOOL,
+    VRAM__OP_AVGPOOL,
+    VRAM__OP_GLOBAL_AVGPOOL,
+    VRAM__OP_GEMM,
+    VRAM__OP_MATMUL,
+    VRAM__OP_COPY, /* Flatten, Reshape, Squeeze, Unsqueeze, Identity */
+    VRAM__OP_TRANSPOSE,
+    VRAM__OP_CONCAT,
+    VRAM__OP_SPLIT,
+    VRAM__OP_SLICE,
+    VRAM__OP_PAD,
+    VRAM__OP_RESIZE,
+    VRAM__OP_SOFTMAX,
+    VRAM__OP_GATHER,
+    VRAM__OP_CAST,
+} vram__op;
+
+typedef struct vram__step {
+    int node;     /* in the graph */
+    int op;       /* vram__op */
+    int x, y;     /* first input and first output value (the common case) */
+    union {
+        vram__conv2d conv;
+        vram__pool2d pool;
+        struct {
+            int trans_a, trans_b;
+            float alpha, beta;
+            int64_t m, n, k, c_rows, c_cols;
+        } gemm;
+        struct {
+            int op;
+            float p[2];
+        } unary;
+        struct {
+            int op;
+            int i64;
+        } binary;
+        struct {
+            int64_t n, c, spatial;
+            float eps;
+        } bn;
+        struct {
+            int64_t n, c, spatial;
+        } gap;
+        int perm[VRAM__MAX_RANK];
+        int axis;
+        struct {
+            int64_t starts[VRAM__MAX_RANK], steps[VRAM__MAX_RANK];
+        } slice;
+        struct {
+            int mode;
+            int64_t pads[2 * VRAM__MAX_RANK];
+            double value; /* constant mode, in the element type */
+        } pad;
+        struct {
+            int mode, ctm, nearest;
+            float scales[VRAM__MAX_RANK];
+        } resize;
+        struct {
+            vram__shape shape; /* the shape softmax sees (older opsets: 2-D) */
+            int axis;
+        } softmax;
+        struct {
+            int from, to;
+        } cast;
+    } p;
+    int64_t *split_sizes; /* Split: one per output (owned) */
+} vram__step;
+
+/* Where a value lives while a context runs. */
+enum {
+    VRAM__LOC_NONE = 0, /* not used by any step */
+    VRAM__LOC_WEIGHTS,  /* a constant, in the engine's weights block */
+    VRAM__LOC_ARENA,    /* an intermediate, at its planned offset */
+    VRAM__LOC_INPUT,    /* a graph input's binding */
+    VRAM__LOC_OUTPUT,   /* a graph output's binding */
+};
+
+typedef struct vram__placement {
+    int loc;
+    uint64_t offset; /* in the weights block, the arena or the io block */
+    uint64_t bytes;
+} vram__placement;
+
+struct vram_engine {
+    vram__graph g;
+    int64_t batch;
+    uint64_t alignment;
+    vram_pool *pool;
+    vram_backend *own_backend; /* with an own pool */
+    int owns_pool;
+    vram_owner owner;
+
+    vram__step *steps;
+    int n_steps;
+    unsigned folded_nodes, fused_bn;
+    vram__placement *place; /* one per value */
+
+    void *weights;          /* the weights block (pool kind weights) */
+    uint64_t weights_bytes;
+    uint64_t arena_bytes, arena_lower_bound;
+    uint64_t io_bytes;
+    uint64_t workspace_bytes;
+
+    vram_op_count *ops;     /* executed operators by type */
+    size_t n_ops;
+    unsigned contexts;      /* alive */
+};
+
+struct vram_context {
+    vram_engine *e;
+    void *arena, *io, *workspace;
+    void **ptr; /* per value: where it is during a run (NULL: unused) */
+};
+
+/* lower.c: turn the graph (shapes inferred, constants folded) into steps,
+ * fusing BatchNormalization into a preceding Conv. Fills e->steps,
+ * e->fused_bn. VRAM_ENOSYS names an operator variant the executor lacks. */
+int vram__lower(vram_engine *e, const unsigned char *folded);
+/* exec_cpu.c: run every step of a context. */
+int vram__exec_cpu(vram_context *ctx);
+/* The scratch the steps need at most (convolutions' im2col, Resize's
+ * tables): one context's workspace. */
+uint64_t vram__exec_cpu_workspace(const vram_engine *e);
+
+#endif

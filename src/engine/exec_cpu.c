@@ -1,0 +1,155 @@
+/* src/engine/exec_cpu.c - the CPU reference executor: runs a context's steps
+ * in order, each a call into the plain-C kernels (src/engine/cpu) on the
+ * memory the plan gave its values. It allocates nothing: every pointer was
+ * resolved when the context was made. */
+#include <string.h>
+
+#include "base/internal.h"
+#include "engine_internal.h"
+
+static const vram__shape *shape_of(const vram_engine *e, int v) { return &e->g.values[v].shape; }
+
+static uint64_t value_bytes(const vram_engine *e, int v) { return e->place[v].bytes; }
+
+static int run_step(vram_context *ctx, const vram__step *st)
+{
+    const vram_engine *e = ctx->e;
+    const vram__graph *g = &e->g;
+    const vram__node *n = &g->nodes[st->node];
+    void **ptr = ctx->ptr;
+    const void *x = st->x >= 0 ? ptr[st->x] : NULL;
+    void *y = st->y >= 0 ? ptr[st->y] : NULL;
+#define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
+    switch (st->op) {
+    case VRAM__OP_CONV:
+        return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace);
+    case VRAM__OP_CONV_TRANSPOSE:
+        return vram__cpu_conv_transpose2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace);
+    case VRAM__OP_BATCHNORM:
+        vram__cpu_batchnorm(st->p.bn.n, st->p.bn.c, st->p.bn.spatial, x, IN(1), IN(2), IN(3),
+                            IN(4), st->p.bn.eps, y);
+        return 0;
+    case VRAM__OP_UNARY:
+        vram__cpu_unary(st->p.unary.op, st->p.unary.p, vram__shape_elems(shape_of(e, st->y)), x, y);
+        return 0;
+    case VRAM__OP_PRELU:
+        return vram__cpu_prelu(shape_of(e, st->x), x, shape_of(e, n->in[1]), IN(1), y);
+    case VRAM__OP_BINARY:
+        if (st->p.binary.i64)
+            return vram__cpu_binary_i64(st->p.binary.op, shape_of(e, n->in[0]), IN(0),
+                                        shape_of(e, n->in[1]), IN(1), shape_of(e, st->y), y);
+        return vram__cpu_binary(st->p.binary.op, shape_of(e, n->in[0]), IN(0),
+                                shape_of(e, n->in[1]), IN(1), shape_of(e, st->y), y);
+    case VRAM__OP_MAXPOOL:
+        vram__cpu_maxpool2d(&st->p.pool, x, y);
+        return 0;
+    case VRAM__OP_AVGPOOL:
+        vram__cpu_avgpool2d(&st->p.pool, x, y);
+        return 0;
+    case VRAM__OP_GLOBAL_AVGPOOL:
+        vram__cpu_global_avgpool(st->p.gap.n, st->p.gap.c, st->p.gap.spatial, x, y);
+        return 0;
+    case VRAM__OP_GEMM:
+        vram__cpu_gemm(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
+                       st->p.gemm.k, st->p.gemm.alpha, x, IN(1), st->p.gemm.beta, IN(2),
+                       st->p.gemm.c_rows, st->p.gemm.c_cols, y);
+        return 0;
+    case VRAM__OP_MATMUL:
+        return vram__cpu_matmul(shape_of(e, n->in[0]), IN(0), shape_of(e, n->in[1]), IN(1),
+                                shape_of(e, st->y), y);
+    case VRAM__OP_COPY:
+        if (x != y)
+            memcpy(y, x, (size_t)value_bytes(e, st->y));
+        return 0;
+    case VRAM__OP_TRANSPOSE:
+        vram__cpu_transpose(vram__dtype_size(g->values[st->x].dtype), shape_of(e, st->x),
+                            st->p.perm, x, y);
+        return 0;
+    case VRAM__OP_CONCAT: {
+        const vram__shape *xs[64];
+        const void *xp[64];
+        if (n->n_in > 64)
+            return vram__fail(VRAM_ENOSYS, "Concat of %d inputs (at most 64)", n->n_in);
+        for (int i = 0; i < n->n_in; i++) {
+            xs[i] = shape_of(e, n->in[i]);
+            xp[i] = ptr[n->in[i]];
+        }
+        vram__cpu_concat(vram__dtype_size(g->values[st->y].dtype), st->p.axis, n->n_in, xs, xp,
+                         shape_of(e, st->y), y);
+        return 0;
+    }
+    case VRAM__OP_SPLIT: {
+        void *yp[64];
+        if (n->n_out > 64)
+            return vram__fail(VRAM_ENOSYS, "Split into %d outputs (at most 64)", n->n_out);
+        for (int i = 0; i < n->n_out; i++)
+            yp[i] = ptr[n->out[i]];
+        vram__cpu_split(vram__dtype_size(g->values[st->x].dtype), st->p.axis, shape_of(e, st->x),
+                        x, n->n_out, st->split_sizes, yp);
+        return 0;
+    }
+    case VRAM__OP_SLICE:
+        vram__cpu_slice(vram__dtype_size(g->values[st->x].dtype), shape_of(e, st->x), x,
+                        st->p.slice.starts, st->p.slice.steps, shape_of(e, st->y), y);
+        return 0;
+    case VRAM__OP_PAD: {
+        int dt = g->values[st->x].dtype;
+        float vf = (float)st->p.pad.value;
+        int64_t vi = (int64_t)st->p.pad.value;
+        const void *val = dt == VRAM__DT_FLOAT ? (const void *)&vf : (const void *)&vi;
+        if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64 && st->p.pad.value != 0)
+            return vram__fail(VRAM_ENOSYS, "Pad with a non-zero value on %s",
+                              vram__dtype_name(dt));
+        if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64)
+            val = NULL;
+        return vram__cpu_pad(vram__dtype_size(dt), st->p.pad.mode, shape_of(e, st->x), x,
+                             st->p.pad.pads, val, shape_of(e, st->y), y);
+    }
+    case VRAM__OP_RESIZE:
+        return vram__cpu_resize(st->p.resize.mode, st->p.resize.ctm, st->p.resize.nearest,
+                                shape_of(e, st->x), x, st->p.resize.scales, shape_of(e, st->y), y,
+                                ctx->workspace);
+    case VRAM__OP_SOFTMAX:
+        vram__cpu_softmax(&st->p.softmax.shape, st->p.softmax.axis, x, y);
+        return 0;
+    case VRAM__OP_GATHER:
+        return vram__cpu_gather(vram__dtype_size(g->values[st->x].dtype), st->p.axis,
+                                shape_of(e, st->x), x, shape_of(e, n->in[1]), IN(1),
+                                shape_of(e, st->y), y);
+    case VRAM__OP_CAST:
+        return vram__cpu_cast(st->p.cast.from, st->p.cast.to,
+                              vram__shape_elems(shape_of(e, st->x)), x, y);
+    default:
+        return vram__fail(VRAM_ENOSYS, "step of unknown kind %d", st->op);
+    }
+#undef IN
+}
+
+uint64_t vram__exec_cpu_workspace(const vram_engine *e)
+{
+    uint64_t most = 0;
+    for (int i = 0; i < e->n_steps; i++) {
+        const vram__step *st = &e->steps[i];
+        uint64_t b = st->op == VRAM__OP_CONV             ? vram__cpu_conv2d_scratch(&st->p.conv)
+                     : st->op == VRAM__OP_CONV_TRANSPOSE ? vram__cpu_conv_transpose2d_scratch(&st->p.conv)
+                     : st->op == VRAM__OP_RESIZE         ? vram__cpu_resize_scratch(&e->g.values[st->y].shape)
+                                                         : 0;
+        if (b > most)
+            most = b;
+    }
+    return most;
+}
+
+int vram__exec_cpu(vram_context *ctx)
+{
+    const vram_engine *e = ctx->e;
+    for (int i = 0; i < e->n_steps; i++) {
+        const vram__step *st = &e->steps[i];
+        int rc = run_step(ctx, st);
+        if (rc) {
+            const vram__node *n = &e->g.nodes[st->node];
+            return vram__fail_prefix(rc, "node '%s' (%s, step %d): ", n->name, n->op, i);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,430 @@
+/* tools/vramkit/cmd_model.c - `vramkit model info|run`: what a model is and
+ * what its memory costs (inputs, outputs, operators, the four memory
+ * categories, the arena against its lower bound), and running it on NumPy
+ * .npy inputs with outputs written as .npy files, optionally timed. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "engine/graph.h"
+#include "engine/npy.h"
+#include "vramkit.h"
+#include "vramkit/engine.h"
+
+static const char *const help =
+    "usage: vramkit model info MODEL.onnx [--batch N] [--json]\n"
+    "       vramkit model run MODEL.onnx [--backend cpu] [--input NAME=FILE.npy]...\n"
+    "                         [--output-dir DIR] [--batch N] [--seed S] [--bench ITERATIONS]\n\n"
+    "info: inputs and outputs (at the batch), operator counts, and memory in four\n"
+    "categories - weights (once per engine), activations (one context's arena, against the\n"
+    "most bytes live at any step, its lower bound), input/output bindings and workspace -\n"
+    "with what one more context costs.\n"
+    "run: runs the model once on the inputs given as .npy files (missing inputs are filled\n"
+    "with seeded random values, see tests/onnx/README.md) and writes each output to\n"
+    "DIR/<output name>.npy (characters other than letters, digits, '.', '-' and '_' become\n"
+    "'_'; DIR defaults to the current directory). --bench N runs N more times and prints\n"
+    "latency percentiles. --batch sets the batch for inputs whose first dimension is\n"
+    "symbolic.\n";
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void shape_text(const vram_tensor_desc *d, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < d->rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)d->dims[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+static int load(const char *model, int64_t batch, vram_engine **e)
+{
+    vram_engine_opts o;
+    vram_engine_opts_init(&o);
+    o.batch = batch;
+    return vram_engine_load(model, &o, e);
+}
+
+static cJSON *tensors_json(const vram_engine *e, int outputs)
+{
+    cJSON *arr = cJSON_CreateArray();
+    size_t n = outputs ? vram_engine_output_count(e) : vram_engine_input_count(e);
+    for (size_t i = 0; arr && i < n; i++) {
+        vram_tensor_desc d;
+        (outputs ? vram_engine_output : vram_engine_input)(e, i, &d);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", d.name);
+        cJSON_AddStringToObject(t, "dtype", vram_dtype_name(d.dtype));
+        cJSON *s = cJSON_AddArrayToObject(t, "shape");
+        for (int k = 0; k < d.rank; k++)
+            cJSON_AddItemToArray(s, cJSON_CreateNumber((double)d.dims[k]));
+        cJSON_AddItemToArray(arr, t);
+    }
+    return arr;
+}
+
+static int info(const char *model, int64_t batch, int json)
+{
+    vram_engine *e;
+    int rc = load(model, batch, &e);
+    if (rc)
+        return cli_lib_error("model info", rc);
+    vram_engine_info in;
+    vram_engine_memory m;
+    vram_engine_info_get(e, &in);
+    vram_engine_memory_get(e, &m);
+    size_t n_ops;
+    vram_engine_op_counts(e, NULL, 0, &n_ops);
+    vram_op_count *ops = calloc(n_ops + 1, sizeof *ops);
+    if (!ops) {
+        vram_engine_destroy(e);
+        return 1;
+    }
+    vram_engine_op_counts(e, ops, n_ops, &n_ops);
+    double ratio = m.activations_lower_bound
+                       ? (double)m.activations_bytes / (double)m.activations_lower_bound
+                       : 1.0;
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", model);
+        cJSON_AddNumberToObject(o, "opset", (double)in.opset);
+        cJSON_AddStringToObject(o, "producer", in.producer);
+        cJSON_AddNumberToObject(o, "batch", (double)in.batch);
+        cJSON_AddItemToObject(o, "inputs", tensors_json(e, 0));
+        cJSON_AddItemToObject(o, "outputs", tensors_json(e, 1));
+        cJSON *oc = cJSON_AddObjectToObject(o, "operators");
+        for (size_t i = 0; i < n_ops; i++)
+            cJSON_AddNumberToObject(oc, ops[i].op, ops[i].count);
+        cJSON_AddNumberToObject(o, "nodes", in.nodes);
+        cJSON_AddNumberToObject(o, "folded_nodes", in.folded_nodes);
+        cJSON_AddNumberToObject(o, "fused_batchnorms", in.fused_batchnorms);
+        cJSON_AddNumberToObject(o, "steps", in.steps);
+        cJSON *mm = cJSON_AddObjectToObject(o, "memory");
+        cJSON_AddNumberToObject(mm, "weights_bytes", (double)m.weights_bytes);
+        cJSON_AddNumberToObject(mm, "activations_bytes", (double)m.activations_bytes);
+        cJSON_AddNumberToObject(mm, "activations_lower_bound_bytes",
+                                (double)m.activations_lower_bound);
+        cJSON_AddNumberToObject(mm, "activations_over_lower_bound", ratio);
+        cJSON_AddNumberToObject(mm, "io_bytes", (double)m.io_bytes);
+        cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m.workspace_bytes);
+        cJSON_AddNumberToObject(mm, "context_bytes", (double)m.context_bytes);
+        char *s = cJSON_PrintUnformatted(o);
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        printf("model      %s\nopset      %lld   producer %s\nbatch      %lld\n", model,
+               (long long)in.opset, in.producer[0] ? in.producer : "-", (long long)in.batch);
+        for (int outputs = 0; outputs < 2; outputs++) {
+            size_t n = outputs ? vram_engine_output_count(e) : vram_engine_input_count(e);
+            for (size_t i = 0; i < n; i++) {
+                vram_tensor_desc d;
+                char sh[160];
+                (outputs ? vram_engine_output : vram_engine_input)(e, i, &d);
+                shape_text(&d, sh, sizeof sh);
+                printf("%-10s %-24s %-8s %s\n", outputs ? "output" : "input", d.name,
+                       vram_dtype_name(d.dtype), sh);
+            }
+        }
+        printf("nodes      %u (%u folded to constants at load, %u BatchNormalization fused "
+               "into Conv; %u steps)\noperators ",
+               in.nodes, in.folded_nodes, in.fused_batchnorms, in.steps);
+        for (size_t i = 0; i < n_ops; i++)
+            printf(" %s %u", ops[i].op, ops[i].count);
+        printf("\n\nmemory                 MiB        bytes\n");
+        printf("weights         %10.2f %12llu   once per engine\n", mib(m.weights_bytes),
+               (unsigned long long)m.weights_bytes);
+        printf("activations     %10.2f %12llu   arena per context; lower bound %llu (%.3fx)\n",
+               mib(m.activations_bytes), (unsigned long long)m.activations_bytes,
+               (unsigned long long)m.activations_lower_bound, ratio);
+        printf("input/output    %10.2f %12llu   bindings per context\n", mib(m.io_bytes),
+               (unsigned long long)m.io_bytes);
+        printf("workspace       %10.2f %12llu   per context\n", mib(m.workspace_bytes),
+               (unsigned long long)m.workspace_bytes);
+        printf("one more context %9.2f %12llu\n", mib(m.context_bytes),
+               (unsigned long long)m.context_bytes);
+    }
+    free(ops);
+    vram_engine_destroy(e);
+    return 0;
+}
+
+/* The random-input rule of tests/onnx/README.md, shared with the reference
+ * runner: xorshift64* per input, seeded from S and the input's position. */
+static void fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *out)
+{
+    uint64_t x = seed + (uint64_t)(input + 1) * 0x9E3779B97F4A7C15ull;
+    if (!x)
+        x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        uint64_t r = x * 0x2545F4914F6CDD1Dull;
+        switch (dtype) {
+        case VRAM__DT_FLOAT:
+            ((float *)out)[i] = (float)((double)((int64_t)(r >> 40) - 8388608) / 8388608.0);
+            break;
+        case VRAM__DT_INT64:
+            ((int64_t *)out)[i] = (int64_t)(r >> 62);
+            break;
+        case VRAM__DT_INT32:
+            ((int32_t *)out)[i] = (int32_t)(r >> 62);
+            break;
+        case VRAM__DT_UINT8:
+            ((uint8_t *)out)[i] = (uint8_t)(r >> 56);
+            break;
+        case VRAM__DT_BOOL:
+            ((uint8_t *)out)[i] = (uint8_t)(r >> 63);
+            break;
+        default:
+            memset(out, 0, (size_t)n * vram__dtype_size(dtype));
+            return;
+        }
+    }
+}
+
+static int64_t elems_of(const vram_tensor_desc *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++)
+        n *= d->dims[i];
+    return n;
+}
+
+typedef struct named_input {
+    const char *name, *path;
+} named_input;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Read the .npy for input i and check it against the model's input. */
+static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, const char *path)
+{
+    vram__npy a;
+    int rc = vram__npy_read(path, &a);
+    if (rc)
+        return cli_lib_error("model run", rc);
+    int ok = a.dtype == d->dtype && a.shape.rank == d->rank;
+    for (int k = 0; ok && k < d->rank; k++)
+        ok = a.shape.dim[k] == d->dims[k];
+    if (!ok) {
+        char want[160];
+        shape_text(d, want, sizeof want);
+        fprintf(stderr, "vramkit model run: %s holds %s of rank %d; input '%s' takes %s %s\n",
+                path, vram_dtype_name(a.dtype), a.shape.rank, d->name, vram_dtype_name(d->dtype),
+                want);
+        vram__npy_free(&a);
+        return 1;
+    }
+    rc = vram_context_set_input(ctx, i, a.data, a.nbytes);
+    vram__npy_free(&a);
+    return rc ? cli_lib_error("model run", rc) : 0;
+}
+
+static int write_outputs(const vram_engine *e, vram_context *ctx, const char *dir)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        fprintf(stderr, "vramkit model run: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    for (size_t i = 0; i < vram_engine_output_count(e); i++) {
+        vram_tensor_desc d;
+        const void *data;
+        size_t bytes;
+        vram_engine_output(e, i, &d);
+        int rc = vram_context_output(ctx, i, &data, &bytes);
+        char file[512], path[4096];
+        if (!rc)
+            rc = vram__npy_sanitize_name(d.name, file, sizeof file);
+        vram__shape s = {d.rank, {0}};
+        for (int k = 0; k < d.rank; k++)
+            s.dim[k] = d.dims[k];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, file);
+        if (!rc)
+            rc = vram__npy_write(path, d.dtype, &s, data);
+        if (rc)
+            return cli_lib_error("model run", rc);
+        printf("output %-24s -> %s\n", d.name, path);
+    }
+    return 0;
+}
+
+static int run(const char *model, int64_t batch, const named_input *in, int n_in,
+               const char *dir, uint64_t seed, long bench)
+{
+    vram_engine *e;
+    int rc = load(model, batch, &e);
+    if (rc)
+        return cli_lib_error("model run", rc);
+    vram_context *ctx = NULL;
+    int status = 0;
+    rc = vram_context_create(e, &ctx);
+    if (rc)
+        status = cli_lib_error("model run", rc);
+    for (int k = 0; !status && k < n_in; k++) { /* every --input must name an input */
+        size_t i = 0, n = vram_engine_input_count(e);
+        vram_tensor_desc d;
+        while (i < n && (vram_engine_input(e, i, &d), strcmp(d.name, in[k].name)))
+            i++;
+        if (i == n)
+            status = cli_usage_error("model run", "the model has no input named '%s'", in[k].name);
+    }
+    for (size_t i = 0; !status && i < vram_engine_input_count(e); i++) {
+        vram_tensor_desc d;
+        vram_engine_input(e, i, &d);
+        const char *path = NULL;
+        for (int k = 0; k < n_in; k++)
+            if (!strcmp(in[k].name, d.name))
+                path = in[k].path;
+        if (path) {
+            status = feed_file(ctx, i, &d, path);
+            continue;
+        }
+        int64_t n = elems_of(&d);
+        size_t bytes = (size_t)n * vram__dtype_size(d.dtype);
+        void *buf = malloc(bytes ? bytes : 1);
+        if (!buf) {
+            status = 1;
+            break;
+        }
+        fill_random(seed, i, d.dtype, n, buf);
+        rc = vram_context_set_input(ctx, i, buf, bytes);
+        free(buf);
+        if (rc)
+            status = cli_lib_error("model run", rc);
+    }
+    double t0 = now_ms();
+    if (!status && (rc = vram_context_run(ctx)))
+        status = cli_lib_error("model run", rc);
+    double first = now_ms() - t0;
+    if (!status)
+        status = write_outputs(e, ctx, dir);
+    if (!status && bench > 0) {
+        double *ms = calloc((size_t)bench, sizeof *ms);
+        for (long i = 0; ms && !status && i < bench; i++) {
+            double t = now_ms();
+            if ((rc = vram_context_run(ctx)))
+                status = cli_lib_error("model run", rc);
+            ms[i] = now_ms() - t;
+        }
+        if (ms && !status) {
+            qsort(ms, (size_t)bench, sizeof *ms, cmp_double);
+            double sum = 0;
+            for (long i = 0; i < bench; i++)
+                sum += ms[i];
+            printf("latency ms over %ld runs (first run %.3f): mean %.3f  p50 %.3f  p90 %.3f  "
+                   "p99 %.3f  min %.3f  max %.3f\n",
+                   bench, first, sum / (double)bench, ms[(bench - 1) / 2],
+                   ms[(long)((double)(bench - 1) * 0.9)], ms[(long)((double)(bench - 1) * 0.99)],
+                   ms[0], ms[bench - 1]);
+        }
+        free(ms);
+    }
+    vram_context_destroy(ctx);
+    vram_engine_destroy(e);
+    return status;
+}
+
+static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < lo)
+        return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", opt, (long long)lo, v);
+    *out = x;
+    return 0;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "info") && strcmp(sub, "run"))
+        return cli_usage_error("model", "unknown subcommand '%s' (info or run)", sub);
+    const char *cmd = !strcmp(sub, "info") ? "model info" : "model run";
+    const char *model = NULL, *dir = ".", *backend = "cpu";
+    int json = 0;
+    int64_t batch = 1, seed = 1, bench = 0;
+    named_input *in = calloc((size_t)argc, sizeof *in);
+    int n_in = 0, status = in ? 0 : 1;
+    for (int i = 2; i < argc && !status; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--help")) {
+            fputs(help, stdout);
+            free(in);
+            return 0;
+        } else if (!strcmp(argv[i], "--json") && !strcmp(sub, "info")) {
+            json = 1;
+        } else if (cli_is(argv[i], "--batch")) {
+            v = cli_value(cmd, argc, argv, &i, "--batch");
+            status = !v ? 2 : parse_i64(cmd, "--batch", v, 1, &batch);
+        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--seed")) {
+            v = cli_value(cmd, argc, argv, &i, "--seed");
+            status = !v ? 2 : parse_i64(cmd, "--seed", v, 0, &seed);
+        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--bench")) {
+            v = cli_value(cmd, argc, argv, &i, "--bench");
+            status = !v ? 2 : parse_i64(cmd, "--bench", v, 0, &bench);
+        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--output-dir")) {
+            dir = cli_value(cmd, argc, argv, &i, "--output-dir");
+            status = dir ? 0 : 2;
+        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--backend")) {
+            backend = cli_value(cmd, argc, argv, &i, "--backend");
+            status = backend ? 0 : 2;
+        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--input")) {
+            v = cli_value(cmd, argc, argv, &i, "--input");
+            const char *eq = v ? strchr(v, '=') : NULL;
+            if (!v) {
+                status = 2;
+            } else if (!eq || eq == v || !eq[1]) {
+                status = cli_usage_error(cmd, "--input takes NAME=FILE.npy, not '%s'", v);
+            } else {
+                char *name = strndup(v, (size_t)(eq - v));
+                in[n_in++] = (named_input){name, eq + 1};
+                status = name ? 0 : 1;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            status = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            status = cli_usage_error(cmd, "one model at a time ('%s' and '%s')", model, argv[i]);
+        }
+    }
+    if (!status && !model)
+        status = cli_usage_error(cmd, "which model? (vramkit model %s MODEL.onnx)", sub);
+    if (!status && strcmp(backend, "cpu"))
+        status = cli_usage_error(cmd, "backend '%s' is not available; this build runs models on "
+                                      "the cpu backend",
+                                 backend);
+    if (!status)
+        status = !strcmp(sub, "info") ? info(model, batch, json)
+                                      : run(model, batch, in, n_in, dir, (uint64_t)seed, bench);
+    for (int k = 0; k < n_in; k++)
+        free((char *)in[k].name);
+    free(in);
+    return status;
+}
