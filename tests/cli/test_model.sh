@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# tests/cli/test_model.sh VRAMKIT - the engine against ONNX Runtime: every
+# generated model (one or more per supported operator, and mixed networks)
+# and both BlazeFace models run through `vramkit model run` on ONNX
+# Runtime's inputs, and their outputs match within 1e-4 relative L2; the
+# random-input rule gives the inputs ONNX Runtime drew; `model info` plans
+# every arena within 1.05x its lower bound; bad input gets a clear error.
+# The references come from scripts/onnx_ref.sh --refs (npm onnxruntime-node,
+# Debian's python3-onnx), made once into build/onnxref.
+set -euo pipefail
+vramkit=$1
+src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+refroot=${VRAM_ONNX_REF:-$src/build/onnxref}
+bash "$src/scripts/onnx_ref.sh" --refs "$refroot" >/tmp/vram_onnx_ref.log 2>&1 || {
+    tail -20 /tmp/vram_onnx_ref.log
+    echo "FAIL: setting up the ONNX Runtime references"
+    exit 1
+}
+py=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+models=()
+while IFS= read -r line; do models+=("$line"); done < <(
+    $py -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+for x in m['models']:
+    print(x['name'], x['file'], x.get('dims', {}).get('N', 1))
+" "$refroot/models/manifest.json")
+for bf in "$refroot"/blazeface/*.onnx; do
+    models+=("$(basename "$bf" .onnx) ../blazeface/$(basename "$bf") 1")
+done
+
+n=0
+for entry in "${models[@]}"; do
+    read -r name file batch <<<"$entry"
+    ref=$refroot/ref/$name
+    args=()
+    for f in "$ref"/input_*.npy; do
+        [ -e "$f" ] || continue
+        iname=$($py -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+for i in m['inputs']:
+    if i['file'] == sys.argv[2]: print(i['name'])
+" "$ref/ort_run.json" "$(basename "$f")")
+        args+=(--input "$iname=$f")
+    done
+    out=$work/$name
+    if ! "$vramkit" model run "$refroot/models/$file" --batch "$batch" --output-dir "$out" \
+        "${args[@]}" >"$work/run.log" 2>&1; then
+        echo "FAIL $name: vramkit model run failed:"
+        cat "$work/run.log"
+        fail=1
+        continue
+    fi
+    if ! $py "$src/tests/onnx/compare.py" "$ref" "$out" >"$work/cmp.log"; then
+        echo "FAIL $name: outputs differ from ONNX Runtime's"
+        cat "$work/cmp.log"
+        fail=1
+        continue
+    fi
+    n=$((n + 1))
+done
+echo "outputs match ONNX Runtime (1e-4 relative L2) on $n of ${#models[@]} models"
+
+# The random-input rule: no --input, the same seed, the same outputs.
+for name in mixed_small_cnn face_detection_front_128x128_barracuda; do
+    file=$name.onnx
+    [ -e "$refroot/models/$file" ] || file=../blazeface/$name.onnx
+    "$vramkit" model run "$refroot/models/$file" --seed 1 --output-dir "$work/rand_$name" >/dev/null
+    $py "$src/tests/onnx/compare.py" "$refroot/ref/$name" "$work/rand_$name" >/dev/null || {
+        echo "FAIL $name: seeded random inputs differ from ONNX Runtime's rule"
+        fail=1
+    }
+done
+
+# Every arena within 1.05x the most bytes live at one step.
+worst=$(for entry in "${models[@]}"; do
+    read -r name file batch <<<"$entry"
+    "$vramkit" model info "$refroot/models/$file" --batch "$batch" --json
+done | $py -c "
+import json, sys
+worst = (0, '')
+for line in sys.stdin:
+    d = json.loads(line)
+    r = d['memory']['activations_over_lower_bound']
+    worst = max(worst, (r, d['model']))
+print('%.4f %s' % worst)
+")
+echo "largest arena over its lower bound: $worst"
+$py -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1.05 else 1)" "${worst%% *}" || {
+    echo "FAIL: an arena exceeds 1.05x its lower bound"
+    fail=1
+}
+
+# Bad input: a clear error, non-zero status.
+expect_error() { # WHAT PATTERN CMD...
+    local what=$1 pattern=$2
+    shift 2
+    local status=0
+    "$@" >"$work/err.log" 2>&1 || status=$?
+    if [ $status -eq 0 ] || ! grep -q -- "$pattern" "$work/err.log"; then
+        echo "FAIL $what: status $status, output:"
+        cat "$work/err.log"
+        fail=1
+    fi
+}
+cnn=$refroot/models/mixed_small_cnn.onnx
+expect_error "missing model" "cannot open model" "$vramkit" model info "$work/none.onnx"
+head -c 300 "$cnn" >"$work/cut.onnx"
+expect_error "truncated model" "cut.onnx" "$vramkit" model info "$work/cut.onnx"
+printf 'not a model at all' >"$work/junk.onnx"
+expect_error "garbage model" "junk.onnx" "$vramkit" model run "$work/junk.onnx"
+expect_error "bad --input" "NAME=FILE.npy" "$vramkit" model run "$cnn" --input oops
+expect_error "unknown input" "no input named 'nope'" "$vramkit" model run "$cnn" \
+    --input "nope=$refroot/ref/mixed_small_cnn/input_image.npy" --output-dir "$work/x"
+expect_error "wrong input shape" "takes float" "$vramkit" model run "$cnn" --output-dir "$work/x" \
+    --input "image=$refroot/ref/relu/input_X.npy"
+expect_error "bad batch" "--batch takes an integer" "$vramkit" model info "$cnn" --batch 0
+expect_error "unknown backend" "backend 'tpu'" "$vramkit" model run "$cnn" --backend tpu
+expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \
+    "$refroot/models/unsupported_op.onnx"
+[ $fail -eq 0 ] && echo "all model checks passed"
+exit $fail
