@@ -36,9 +36,14 @@ typedef struct vram_engine_opts {
     uint64_t alignment;   /* of every tensor in the arena; 0: 256 */
     vram_owner owner;     /* whose budget the engine's and its contexts' memory
                              counts against (VRAM_OWNER_DEFAULT: none) */
+    uint64_t workspace_limit; /* scratch the convolutions may use per context
+                             (im2col tiles as long as it allows; below one
+                             column they run as direct loops, slower). Default
+                             256 KiB; 0: none */
 } vram_engine_opts;
 
-/* Defaults: executor "cpu", batch 1, own pool, alignment 256. */
+/* Defaults: executor "cpu", batch 1, own pool, alignment 256, workspace
+ * limit 256 KiB. */
 int vram_engine_opts_init(vram_engine_opts *opts);
 
 /* Load an ONNX model from a file or from memory. VRAM_EPARSE for a

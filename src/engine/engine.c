@@ -18,7 +18,8 @@ int vram_engine_opts_init(vram_engine_opts *o)
 {
     if (!o)
         return vram__fail(VRAM_EINVAL, "vram_engine_opts_init: opts is NULL");
-    *o = (vram_engine_opts){.executor = "cpu", .batch = 1, .alignment = 256};
+    *o = (vram_engine_opts){.executor = "cpu", .batch = 1, .alignment = 256,
+                            .workspace_limit = 256u << 10};
     return 0;
 }
 
@@ -255,6 +256,7 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     e->batch = o.batch;
     e->alignment = o.alignment;
     e->owner = o.owner;
+    e->workspace_limit = o.workspace_limit;
     int rc = 0;
     if (o.pool) {
         e->pool = o.pool;

@@ -119,7 +119,7 @@ struct vram_engine {
     uint64_t weights_bytes;
     uint64_t arena_bytes, arena_lower_bound;
     uint64_t io_bytes;
-    uint64_t workspace_bytes;
+    uint64_t workspace_bytes, workspace_limit;
 
     vram_op_count *ops;     /* executed operators by type */
     size_t n_ops;
@@ -138,8 +138,8 @@ struct vram_context {
 int vram__lower(vram_engine *e, const unsigned char *folded);
 /* exec_cpu.c: run every step of a context. */
 int vram__exec_cpu(vram_context *ctx);
-/* The scratch the steps need at most (convolutions' im2col, Resize's
- * tables): one context's workspace. */
+/* The scratch the steps can use at most (convolutions' im2col tiles within
+ * the workspace limit, Resize's tables): one context's workspace. */
 uint64_t vram__exec_cpu_workspace(const vram_engine *e);
 
 #endif

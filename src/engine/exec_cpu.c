@@ -22,9 +22,10 @@ static int run_step(vram_context *ctx, const vram__step *st)
 #define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
     switch (st->op) {
     case VRAM__OP_CONV:
-        return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace);
+        return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace, e->workspace_bytes);
     case VRAM__OP_CONV_TRANSPOSE:
-        return vram__cpu_conv_transpose2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace);
+        return vram__cpu_conv_transpose2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace,
+                                          e->workspace_bytes);
     case VRAM__OP_BATCHNORM:
         vram__cpu_batchnorm(st->p.bn.n, st->p.bn.c, st->p.bn.spatial, x, IN(1), IN(2), IN(3),
                             IN(4), st->p.bn.eps, y);
@@ -130,10 +131,13 @@ uint64_t vram__exec_cpu_workspace(const vram_engine *e)
     uint64_t most = 0;
     for (int i = 0; i < e->n_steps; i++) {
         const vram__step *st = &e->steps[i];
-        uint64_t b = st->op == VRAM__OP_CONV             ? vram__cpu_conv2d_scratch(&st->p.conv)
-                     : st->op == VRAM__OP_CONV_TRANSPOSE ? vram__cpu_conv_transpose2d_scratch(&st->p.conv)
-                     : st->op == VRAM__OP_RESIZE         ? vram__cpu_resize_scratch(&e->g.values[st->y].shape)
-                                                         : 0;
+        uint64_t lim = e->workspace_limit, b = 0;
+        if (st->op == VRAM__OP_CONV)
+            b = vram__cpu_conv2d_scratch(&st->p.conv, lim);
+        else if (st->op == VRAM__OP_CONV_TRANSPOSE)
+            b = vram__cpu_conv_transpose2d_scratch(&st->p.conv, lim);
+        else if (st->op == VRAM__OP_RESIZE) /* its tables are needed whatever the limit */
+            b = vram__cpu_resize_scratch(&e->g.values[st->y].shape);
         if (b > most)
             most = b;
     }

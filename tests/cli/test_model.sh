@@ -95,6 +95,24 @@ $py -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1.05 else 1)" "${worst%%
     fail=1
 }
 
+# The workspace sweep: one row per limit, the same outputs at every limit,
+# more workspace at larger limits.
+"$vramkit" model sweep "$refroot/models/mixed_decoder_convtranspose_resize_concat.onnx" \
+    --workspace 0,1K,256K --runs 2 >"$work/sweep.txt" || {
+    echo "FAIL: model sweep"
+    cat "$work/sweep.txt"
+    fail=1
+}
+$py - "$work/sweep.txt" <<'PY' || fail=1
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l[0].isdigit()]
+ws = [int(r[2]) for r in rows]
+# (Resize's tables are needed at every limit; the convolutions' tiles grow.)
+ok = len(rows) == 3 and ws[0] <= ws[1] <= ws[2] and ws[2] > ws[0]
+print("sweep: workspaces %s bytes" % ws if ok else "FAIL: sweep rows %s" % rows)
+sys.exit(0 if ok else 1)
+PY
+
 # Bad input: a clear error, non-zero status.
 expect_error() { # WHAT PATTERN CMD...
     local what=$1 pattern=$2
@@ -120,6 +138,8 @@ expect_error "wrong input shape" "takes float" "$vramkit" model run "$cnn" --out
     --input "image=$refroot/ref/relu/input_X.npy"
 expect_error "bad batch" "--batch takes an integer" "$vramkit" model info "$cnn" --batch 0
 expect_error "unknown backend" "backend 'tpu'" "$vramkit" model run "$cnn" --backend tpu
+expect_error "bad workspace list" "not a size" "$vramkit" model sweep "$cnn" --workspace 0,lots
+expect_error "unknown subcommand" "unknown subcommand" "$vramkit" model compile "$cnn"
 expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \
     "$refroot/models/unsupported_op.onnx"
 [ $fail -eq 0 ] && echo "all model checks passed"

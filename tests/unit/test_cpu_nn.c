@@ -51,6 +51,10 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((double)(rng() >> 40) / (double)(1u << 23) - 1.0);
 }
 
+/* A workspace for the hand-checked cases, so that they take the im2col
+ * and col2im paths (the random cases try none, small and large). */
+static float big_scratch[1 << 16];
+
 static float *rand_buf(int64_t n)
 {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
@@ -157,14 +161,22 @@ static void run_conv_case(const vram__conv2d *p, int with_bias)
     char what[256];
     describe_conv(what, sizeof what, "Conv", p, with_bias);
     ref_conv(p, x, w, b, ref);
-    /* The caller's scratch (as an executor passes its workspace), sized by
-     * vram__cpu_conv2d_scratch and poisoned; cases with a bias let the
-     * kernel allocate its own instead. */
-    uint64_t sb = vram__cpu_conv2d_scratch(p);
-    float *scratch = with_bias ? NULL : rand_buf((int64_t)(sb / sizeof(float)) + 1);
-    assert_int_equal(vram__cpu_conv2d(p, x, w, b, y, scratch), 0);
-    check_close(what, y, ref, ny);
-    free(x), free(w), free(b), free(y), free(ref), free(scratch);
+    /* Three workspaces, as an executor passes them: none (the direct loop),
+     * three columns (tiles of three positions), and 256 KiB; the scratch is
+     * poisoned, and the output too before each run. */
+    int64_t K = p->c_in / p->group * p->kh * p->kw;
+    const uint64_t limits[3] = {0, (uint64_t)K * 3 * sizeof(float), 256u << 10};
+    for (int l = 0; l < 3; l++) {
+        uint64_t sb = vram__cpu_conv2d_scratch(p, limits[l]);
+        assert_true(sb <= limits[l]);
+        float *scratch = sb ? rand_buf((int64_t)(sb / sizeof(float))) : NULL;
+        free(y);
+        y = rand_buf(ny);
+        assert_int_equal(vram__cpu_conv2d(p, x, w, b, y, scratch, sb), 0);
+        check_close(what, y, ref, ny);
+        free(scratch);
+    }
+    free(x), free(w), free(b), free(y), free(ref);
 }
 
 static void test_conv_sweep(void **state)
@@ -254,7 +266,7 @@ static void test_conv_exact(void **state)
                       .oh = 3, .ow = 3, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
                       .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .group = 1};
     const float want[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), 0);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, big_scratch, sizeof big_scratch), 0);
     check_exact(y, want, 9);
     /* Two input channels, the second all ones: the dense (im2col) path. */
     float x2[18], w2[18], y2[9], want2[9];
@@ -265,7 +277,7 @@ static void test_conv_exact(void **state)
         want2[i] = want[i] + 2.0f * (float)cells + b;
     }
     p.c_in = 2;
-    assert_int_equal(vram__cpu_conv2d(&p, x2, w2, &b, y2, NULL), 0);
+    assert_int_equal(vram__cpu_conv2d(&p, x2, w2, &b, y2, big_scratch, sizeof big_scratch), 0);
     check_exact(y2, want2, 9);
 }
 
@@ -279,23 +291,23 @@ static void test_conv_bad(void **state)
                       .oh = 2, .ow = 2, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
                       .group = 3};
     vram_clear_error();
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL, 0), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "group 3"));
     assert_non_null(strstr(vram_last_error(), "c_in 4"));
-    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, NULL, y, NULL), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, NULL, y, NULL, 0), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "ConvTranspose"));
     p.group = 1, p.stride_w = 0;
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL, 0), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "strides 1,0"));
     p.stride_w = 1, p.pad_left = -1;
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL, 0), VRAM_EINVAL);
     p.pad_left = 0, p.kh = 0;
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL, 0), VRAM_EINVAL);
     for (int i = 0; i < 16; i++)
         assert_true(y[i] == 7.0f);
     /* The same descriptor, repaired, works. */
     p.kh = 1;
-    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, NULL), 0);
+    assert_int_equal(vram__cpu_conv2d(&p, x, w, NULL, y, big_scratch, sizeof big_scratch), 0);
     for (int i = 0; i < 16; i++)
         assert_true(y[i] == 0.0f);
 }
@@ -342,11 +354,19 @@ static void run_convt_case(const vram__conv2d *p, int with_bias)
     char what[256];
     describe_conv(what, sizeof what, "ConvTranspose", p, with_bias);
     ref_convt(p, x, w, b, ref);
-    uint64_t sb = vram__cpu_conv_transpose2d_scratch(p);
-    float *scratch = with_bias ? NULL : rand_buf((int64_t)(sb / sizeof(float)) + 1);
-    assert_int_equal(vram__cpu_conv_transpose2d(p, x, w, b, y, scratch), 0);
-    check_close(what, y, ref, ny);
-    free(x), free(w), free(b), free(y), free(ref), free(scratch);
+    int64_t K = p->c_out / p->group * p->kh * p->kw;
+    const uint64_t limits[3] = {0, (uint64_t)K * 3 * sizeof(float), 256u << 10};
+    for (int l = 0; l < 3; l++) {
+        uint64_t sb = vram__cpu_conv_transpose2d_scratch(p, limits[l]);
+        assert_true(sb <= limits[l]);
+        float *scratch = sb ? rand_buf((int64_t)(sb / sizeof(float))) : NULL;
+        free(y);
+        y = rand_buf(ny);
+        assert_int_equal(vram__cpu_conv_transpose2d(p, x, w, b, y, scratch, sb), 0);
+        check_close(what, y, ref, ny);
+        free(scratch);
+    }
+    free(x), free(w), free(b), free(y), free(ref);
 }
 
 static void convt_out_size(vram__conv2d *p, int64_t op_h, int64_t op_w)
@@ -421,12 +441,12 @@ static void test_convt_exact(void **state)
                       .group = 1};
     const float want[16] = {1.5f, 1.5f, 2.5f, 2.5f, 1.5f, 1.5f, 2.5f, 2.5f,
                             3.5f, 3.5f, 4.5f, 4.5f, 3.5f, 3.5f, 4.5f, 4.5f};
-    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, &b, y, NULL), 0);
+    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, &b, y, big_scratch, sizeof big_scratch), 0);
     check_exact(y, want, 16);
     /* stride 1 with pads 1 on every side: the 3x3 full output's centre. */
     p.stride_h = p.stride_w = 1, p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 1;
     p.oh = p.ow = 1;
-    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, NULL, y, NULL), 0);
+    assert_int_equal(vram__cpu_conv_transpose2d(&p, x, w, NULL, y, big_scratch, sizeof big_scratch), 0);
     assert_true(y[0] == 10.0f);
 }
 
@@ -856,12 +876,12 @@ static void test_bn_fold(void **state)
         assert_non_null(bf);
         memcpy(wf, w, (size_t)(p.c_out * wpo) * 4);
         memcpy(bf, b, (size_t)p.c_out * 4);
-        assert_int_equal(vram__cpu_conv2d(&p, x, w, with_bias ? b : NULL, y1, NULL), 0);
+        assert_int_equal(vram__cpu_conv2d(&p, x, w, with_bias ? b : NULL, y1, NULL, 0), 0);
         vram__cpu_batchnorm(p.n, p.c_out, sp, y1, sc, bi, me, va, eps, y2);
         for (int64_t i = 0; i < ny; i++)
             ref[i] = y2[i];
         vram__cpu_bn_fold(p.c_out, wpo, wf, bf, sc, bi, me, va, eps);
-        assert_int_equal(vram__cpu_conv2d(&p, x, wf, bf, y1, NULL), 0);
+        assert_int_equal(vram__cpu_conv2d(&p, x, wf, bf, y1, NULL, 0), 0);
         check_close("Conv+BN folded", y1, ref, ny);
         /* The fold really changed the weights (not a no-op that passes by luck). */
         assert_true(memcmp(wf, w, (size_t)(p.c_out * wpo) * 4) != 0);

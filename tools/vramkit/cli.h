@@ -10,6 +10,8 @@ int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_ctxcost(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+/* `model sweep`, dispatched by cmd_model (argv[1] is "sweep"). */
+int cmd_model_sweep(int argc, char **argv);
 
 /* Print "vramkit CMD: message" to stderr; returns 2 (usage) for chaining. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "model_util.h"
 #include "engine/graph.h"
 #include "engine/npy.h"
 #include "vramkit.h"
@@ -21,7 +22,9 @@
 static const char *const help =
     "usage: vramkit model info MODEL.onnx [--batch N] [--json]\n"
     "       vramkit model run MODEL.onnx [--backend cpu] [--input NAME=FILE.npy]...\n"
-    "                         [--output-dir DIR] [--batch N] [--seed S] [--bench ITERATIONS]\n\n"
+    "                         [--output-dir DIR] [--batch N] [--seed S] [--bench ITERATIONS]\n"
+    "       vramkit model sweep MODEL.onnx [--workspace 0,16M,64M,256M] [--batch N]\n"
+    "                           [--runs N] [--seed S]\n\n"
     "info: inputs and outputs (at the batch), operator counts, and memory in four\n"
     "categories - weights (once per engine), activations (one context's arena, against the\n"
     "most bytes live at any step, its lower bound), input/output bindings and workspace -\n"
@@ -31,7 +34,11 @@ static const char *const help =
     "DIR/<output name>.npy (characters other than letters, digits, '.', '-' and '_' become\n"
     "'_'; DIR defaults to the current directory). --bench N runs N more times and prints\n"
     "latency percentiles. --batch sets the batch for inputs whose first dimension is\n"
-    "symbolic.\n";
+    "symbolic.\n"
+    "sweep: for each workspace limit (the scratch the convolutions may use per context;\n"
+    "with none they run as direct loops), the workspace and context bytes and the latency\n"
+    "of --runs runs (default 10) on seeded random inputs; every limit must give the\n"
+    "first one's outputs within 1e-4 relative L2.\n";
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -42,14 +49,6 @@ static void shape_text(const vram_tensor_desc *d, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)d->dims[i]);
     if (n < cap)
         snprintf(buf + n, cap - n, "]");
-}
-
-static int load(const char *model, int64_t batch, vram_engine **e)
-{
-    vram_engine_opts o;
-    vram_engine_opts_init(&o);
-    o.batch = batch;
-    return vram_engine_load(model, &o, e);
 }
 
 static cJSON *tensors_json(const vram_engine *e, int outputs)
@@ -73,7 +72,7 @@ static cJSON *tensors_json(const vram_engine *e, int outputs)
 static int info(const char *model, int64_t batch, int json)
 {
     vram_engine *e;
-    int rc = load(model, batch, &e);
+    int rc = model_load(model, batch, MODEL_DEFAULT_WORKSPACE, &e);
     if (rc)
         return cli_lib_error("model info", rc);
     vram_engine_info in;
@@ -157,65 +156,9 @@ static int info(const char *model, int64_t batch, int json)
     return 0;
 }
 
-/* The random-input rule of tests/onnx/README.md, shared with the reference
- * runner: xorshift64* per input, seeded from S and the input's position. */
-static void fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *out)
-{
-    uint64_t x = seed + (uint64_t)(input + 1) * 0x9E3779B97F4A7C15ull;
-    if (!x)
-        x = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i < n; i++) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t r = x * 0x2545F4914F6CDD1Dull;
-        switch (dtype) {
-        case VRAM__DT_FLOAT:
-            ((float *)out)[i] = (float)((double)((int64_t)(r >> 40) - 8388608) / 8388608.0);
-            break;
-        case VRAM__DT_INT64:
-            ((int64_t *)out)[i] = (int64_t)(r >> 62);
-            break;
-        case VRAM__DT_INT32:
-            ((int32_t *)out)[i] = (int32_t)(r >> 62);
-            break;
-        case VRAM__DT_UINT8:
-            ((uint8_t *)out)[i] = (uint8_t)(r >> 56);
-            break;
-        case VRAM__DT_BOOL:
-            ((uint8_t *)out)[i] = (uint8_t)(r >> 63);
-            break;
-        default:
-            memset(out, 0, (size_t)n * vram__dtype_size(dtype));
-            return;
-        }
-    }
-}
-
-static int64_t elems_of(const vram_tensor_desc *d)
-{
-    int64_t n = 1;
-    for (int i = 0; i < d->rank; i++)
-        n *= d->dims[i];
-    return n;
-}
-
 typedef struct named_input {
     const char *name, *path;
 } named_input;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* Read the .npy for input i and check it against the model's input. */
 static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, const char *path)
@@ -273,7 +216,7 @@ static int run(const char *model, int64_t batch, const named_input *in, int n_in
                const char *dir, uint64_t seed, long bench)
 {
     vram_engine *e;
-    int rc = load(model, batch, &e);
+    int rc = model_load(model, batch, MODEL_DEFAULT_WORKSPACE, &e);
     if (rc)
         return cli_lib_error("model run", rc);
     vram_context *ctx = NULL;
@@ -300,35 +243,35 @@ static int run(const char *model, int64_t batch, const named_input *in, int n_in
             status = feed_file(ctx, i, &d, path);
             continue;
         }
-        int64_t n = elems_of(&d);
+        int64_t n = model_elems(&d);
         size_t bytes = (size_t)n * vram__dtype_size(d.dtype);
         void *buf = malloc(bytes ? bytes : 1);
         if (!buf) {
             status = 1;
             break;
         }
-        fill_random(seed, i, d.dtype, n, buf);
+        model_fill_random(seed, i, d.dtype, n, buf);
         rc = vram_context_set_input(ctx, i, buf, bytes);
         free(buf);
         if (rc)
             status = cli_lib_error("model run", rc);
     }
-    double t0 = now_ms();
+    double t0 = model_now_ms();
     if (!status && (rc = vram_context_run(ctx)))
         status = cli_lib_error("model run", rc);
-    double first = now_ms() - t0;
+    double first = model_now_ms() - t0;
     if (!status)
         status = write_outputs(e, ctx, dir);
     if (!status && bench > 0) {
         double *ms = calloc((size_t)bench, sizeof *ms);
         for (long i = 0; ms && !status && i < bench; i++) {
-            double t = now_ms();
+            double t = model_now_ms();
             if ((rc = vram_context_run(ctx)))
                 status = cli_lib_error("model run", rc);
-            ms[i] = now_ms() - t;
+            ms[i] = model_now_ms() - t;
         }
         if (ms && !status) {
-            qsort(ms, (size_t)bench, sizeof *ms, cmp_double);
+            qsort(ms, (size_t)bench, sizeof *ms, model_cmp_double);
             double sum = 0;
             for (long i = 0; i < bench; i++)
                 sum += ms[i];
@@ -363,8 +306,10 @@ int cmd_model(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "sweep"))
+        return cmd_model_sweep(argc, argv);
     if (strcmp(sub, "info") && strcmp(sub, "run"))
-        return cli_usage_error("model", "unknown subcommand '%s' (info or run)", sub);
+        return cli_usage_error("model", "unknown subcommand '%s' (info, run or sweep)", sub);
     const char *cmd = !strcmp(sub, "info") ? "model info" : "model run";
     const char *model = NULL, *dir = ".", *backend = "cpu";
     int json = 0;

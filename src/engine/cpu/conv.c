@@ -4,8 +4,10 @@
  * unpadded Conv multiplies the input directly; one input channel per group,
  * as in depthwise, is a direct loop). ConvTranspose is the mirror image: a
  * GEMM of the transposed weights with a tile of input positions, then
- * col2im scatter-adds the columns into the output. Scratch stays under
- * SCRATCH_FLOATS floats (plus one tile row) whatever the image size. */
+ * col2im scatter-adds the columns into the output. The scratch is the
+ * caller's, sized under a workspace limit (vram__cpu_conv2d_scratch): the
+ * tiles are as long as it allows, and with less than one column of scratch
+ * both run as direct loops that need none (slower: no GEMM). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +15,12 @@
 #include "base/internal.h"
 #include "engine/cpu/kernels_nn.h"
 
-#define SCRATCH_FLOATS (1 << 16)
-
-/* Positions per tile when each position needs k scratch floats. */
-static int64_t tile_len(int64_t k, int64_t positions)
+/* Positions per tile when each position needs k scratch floats and
+ * `floats` are available; 0 if not even one column fits. */
+static int64_t tile_len(int64_t k, int64_t positions, uint64_t floats)
 {
-    int64_t ns = SCRATCH_FLOATS / (k > 0 ? k : 1);
-    if (ns < 64)
-        ns = 64;
-    return ns < positions ? ns : positions;
+    uint64_t ns = k > 0 ? floats / (uint64_t)k : 0;
+    return ns < (uint64_t)positions ? (int64_t)ns : positions;
 }
 
 static int check(const vram__conv2d *p, const char *op)
@@ -97,33 +96,36 @@ static void im2col_tile(const vram__conv2d *p, const float *xg, int64_t cig, int
     }
 }
 
-/* One input channel per group: each output channel is a sum of shifted,
- * scaled rows of its input plane, so no scratch is needed. */
+/* Direct convolution: each output channel is a sum of shifted, scaled rows
+ * of its group's input planes, so no scratch is needed (depthwise always,
+ * others when the workspace is too small for im2col). */
 static void conv_direct(const vram__conv2d *p, const float *x, const float *w, float *y)
 {
-    int64_t cog = p->c_out / p->group;
+    int64_t cog = p->c_out / p->group, cig = p->c_in / p->group;
     for (int64_t nn = 0; nn < p->n; nn++) {
         for (int64_t co = 0; co < p->c_out; co++) {
-            const float *xp = x + (nn * p->c_in + co / cog) * p->h * p->w;
-            const float *wp = w + co * p->kh * p->kw;
             float *yp = y + (nn * p->c_out + co) * p->oh * p->ow;
-            for (int64_t oy = 0; oy < p->oh; oy++) {
-                float *restrict yrow = yp + oy * p->ow;
-                for (int64_t ky = 0; ky < p->kh; ky++) {
-                    int64_t iy = oy * p->stride_h - p->pad_top + ky * p->dil_h;
-                    if (iy < 0 || iy >= p->h)
-                        continue;
-                    for (int64_t kx = 0; kx < p->kw; kx++) {
-                        int64_t offx = kx * p->dil_w - p->pad_left, lo, hi;
-                        vram__valid_range(offx, p->stride_w, p->w, p->ow, &lo, &hi);
+            for (int64_t ci = 0; ci < cig; ci++) {
+                const float *xp = x + (nn * p->c_in + (co / cog) * cig + ci) * p->h * p->w;
+                const float *wp = w + (co * cig + ci) * p->kh * p->kw;
+                for (int64_t oy = 0; oy < p->oh; oy++) {
+                    float *restrict yrow = yp + oy * p->ow;
+                    for (int64_t ky = 0; ky < p->kh; ky++) {
+                        int64_t iy = oy * p->stride_h - p->pad_top + ky * p->dil_h;
+                        if (iy < 0 || iy >= p->h)
+                            continue;
                         const float *restrict xrow = xp + iy * p->w;
-                        float wv = wp[ky * p->kw + kx];
-                        if (p->stride_w == 1)
-                            for (int64_t ox = lo; ox < hi; ox++)
-                                yrow[ox] += wv * xrow[ox + offx];
-                        else
-                            for (int64_t ox = lo; ox < hi; ox++)
-                                yrow[ox] += wv * xrow[ox * p->stride_w + offx];
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t offx = kx * p->dil_w - p->pad_left, lo, hi;
+                            vram__valid_range(offx, p->stride_w, p->w, p->ow, &lo, &hi);
+                            float wv = wp[ky * p->kw + kx];
+                            if (p->stride_w == 1)
+                                for (int64_t ox = lo; ox < hi; ox++)
+                                    yrow[ox] += wv * xrow[ox + offx];
+                            else
+                                for (int64_t ox = lo; ox < hi; ox++)
+                                    yrow[ox] += wv * xrow[ox * p->stride_w + offx];
+                        }
                     }
                 }
             }
@@ -131,56 +133,44 @@ static void conv_direct(const vram__conv2d *p, const float *x, const float *w, f
     }
 }
 
-/* Floats of im2col scratch a convolution needs (0: none). */
-static int64_t conv_scratch_floats(const vram__conv2d *p)
+/* Whether the convolution is a plain product (1x1, stride 1, no padding). */
+static int is_pointwise(const vram__conv2d *p)
 {
-    if (p->group < 1 || p->c_in % p->group)
-        return 0;
-    int64_t cig = p->c_in / p->group;
-    int64_t S = p->oh * p->ow, K = cig * p->kh * p->kw;
-    int direct_gemm = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                      p->pad_top == 0 && p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
-    return cig != 1 && !direct_gemm && S > 0 && K > 0 ? K * tile_len(K, S) : 0;
+    return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+           p->pad_top == 0 && p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
 }
 
-uint64_t vram__cpu_conv2d_scratch(const vram__conv2d *p)
+uint64_t vram__cpu_conv2d_scratch(const vram__conv2d *p, uint64_t limit)
 {
-    return (uint64_t)conv_scratch_floats(p) * sizeof(float);
+    if (p->group < 1 || p->c_in % p->group || p->c_in == p->group || is_pointwise(p))
+        return 0; /* depthwise and pointwise need none */
+    int64_t K = p->c_in / p->group * p->kh * p->kw, S = p->oh * p->ow;
+    return (uint64_t)(K * tile_len(K, S, limit / sizeof(float))) * sizeof(float);
 }
 
 int vram__cpu_conv2d(const vram__conv2d *p, const float *x, const float *w, const float *bias,
-                     float *y, void *scratch)
+                     float *y, void *scratch, uint64_t scratch_bytes)
 {
     int rc = check(p, "Conv");
     if (rc)
         return rc;
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     int64_t S = p->oh * p->ow, K = cig * p->kh * p->kw;
-    int direct_gemm = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                      p->pad_top == 0 && p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
-    float *col = scratch, *own = NULL;
-    int64_t ns = tile_len(K, S), need = conv_scratch_floats(p);
-    if (need && !col) {
-        col = own = vram__calloc((size_t)need, sizeof *col);
-        if (!col)
-            return vram__fail_prefix(VRAM_EHOSTMEM, "Conv scratch: ");
-    }
+    int64_t ns = scratch ? tile_len(K, S, scratch_bytes / sizeof(float)) : 0;
     fill_bias(p->n, p->c_out, S, bias, y);
-    if (S == 0 || K == 0 || cog == 0) {
-        free(own);
+    if (S == 0 || K == 0 || cog == 0)
         return 0;
-    }
-    if (cig == 1) {
+    if (cig == 1 || (!is_pointwise(p) && ns == 0)) {
         conv_direct(p, x, w, y);
-        free(own);
         return 0;
     }
+    float *col = scratch;
     for (int64_t nn = 0; nn < p->n; nn++) {
         for (int64_t g = 0; g < p->group; g++) {
             const float *xg = x + (nn * p->c_in + g * cig) * p->h * p->w;
             const float *wg = w + g * cog * K;
             float *yg = y + (nn * p->c_out + g * cog) * S;
-            if (direct_gemm) {
+            if (is_pointwise(p)) {
                 vram__cpu_gemm_acc(cog, S, K, 1.0f, wg, K, 1, xg, S, 1, yg, S);
                 continue;
             }
@@ -191,7 +181,6 @@ int vram__cpu_conv2d(const vram__conv2d *p, const float *x, const float *w, cons
             }
         }
     }
-    free(own);
     return 0;
 }
 
@@ -229,35 +218,60 @@ static void col2im_tile(const vram__conv2d *p, const float *col, int64_t cog, in
     }
 }
 
-uint64_t vram__cpu_conv_transpose2d_scratch(const vram__conv2d *p)
+uint64_t vram__cpu_conv_transpose2d_scratch(const vram__conv2d *p, uint64_t limit)
 {
     if (p->group < 1 || p->c_in % p->group || p->c_out % p->group)
         return 0;
+    int64_t K = p->c_out / p->group * p->kh * p->kw, S = p->h * p->w;
+    return (uint64_t)(K * tile_len(K, S, limit / sizeof(float))) * sizeof(float);
+}
+
+/* Without scratch: every input cell scattered straight into the output. */
+static void convt_direct(const vram__conv2d *p, const float *x, const float *w, float *y)
+{
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
-    int64_t S = p->h * p->w, K = cog * p->kh * p->kw;
-    return S > 0 && K > 0 && cig > 0 ? (uint64_t)(K * tile_len(K, S)) * sizeof(float) : 0;
+    for (int64_t nn = 0; nn < p->n; nn++)
+        for (int64_t ci = 0; ci < p->c_in; ci++) {
+            int64_t g = ci / cig;
+            const float *xp = x + (nn * p->c_in + ci) * p->h * p->w;
+            for (int64_t col = 0; col < cog; col++) {
+                const float *wp = w + (ci * cog + col) * p->kh * p->kw;
+                float *yp = y + (nn * p->c_out + g * cog + col) * p->oh * p->ow;
+                for (int64_t iy = 0; iy < p->h; iy++)
+                    for (int64_t ky = 0; ky < p->kh; ky++) {
+                        int64_t oy = iy * p->stride_h - p->pad_top + ky * p->dil_h;
+                        if (oy < 0 || oy >= p->oh)
+                            continue;
+                        for (int64_t ix = 0; ix < p->w; ix++) {
+                            float v = xp[iy * p->w + ix];
+                            for (int64_t kx = 0; kx < p->kw; kx++) {
+                                int64_t ox = ix * p->stride_w - p->pad_left + kx * p->dil_w;
+                                if (ox >= 0 && ox < p->ow)
+                                    yp[oy * p->ow + ox] += v * wp[ky * p->kw + kx];
+                            }
+                        }
+                    }
+            }
+        }
 }
 
 int vram__cpu_conv_transpose2d(const vram__conv2d *p, const float *x, const float *w,
-                               const float *bias, float *y, void *scratch)
+                               const float *bias, float *y, void *scratch, uint64_t scratch_bytes)
 {
     int rc = check(p, "ConvTranspose");
     if (rc)
         return rc;
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     int64_t S = p->h * p->w, K = cog * p->kh * p->kw;
-    int64_t ns = tile_len(K, S);
-    float *col = NULL, *own = NULL;
-    if (S > 0 && K > 0 && cig > 0) {
-        col = scratch;
-        if (!col)
-            col = own = vram__calloc((size_t)(K * ns), sizeof *col);
-        if (!col)
-            return vram__fail_prefix(VRAM_EHOSTMEM, "ConvTranspose scratch: ");
-    }
+    int64_t ns = scratch ? tile_len(K, S, scratch_bytes / sizeof(float)) : 0;
     fill_bias(p->n, p->c_out, p->oh * p->ow, bias, y);
-    if (!col)
+    if (S == 0 || K == 0 || cig == 0)
         return 0;
+    if (ns == 0) {
+        convt_direct(p, x, w, y);
+        return 0;
+    }
+    float *col = scratch;
     for (int64_t nn = 0; nn < p->n; nn++) {
         for (int64_t g = 0; g < p->group; g++) {
             const float *xg = x + (nn * p->c_in + g * cig) * S;
@@ -272,7 +286,6 @@ int vram__cpu_conv_transpose2d(const vram__conv2d *p, const float *x, const floa
             }
         }
     }
-    free(own);
     return 0;
 }
 

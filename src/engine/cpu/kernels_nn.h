@@ -22,25 +22,28 @@ typedef struct vram__conv2d {
 } vram__conv2d;
 
 /* y[n, c_out, oh, ow] = conv(x, w) + bias (bias may be NULL). Grouped and
- * depthwise (group == c_in == c_out) included. Returns 0, VRAM_EHOSTMEM
- * (scratch), or VRAM_EINVAL for a descriptor that makes no sense (negative
- * sizes or pads, strides/dilations/kernel/group below 1, channels not
- * divisible by group); on error y is untouched. Cells of the output grid
- * whose window lies wholly in the padding get the bias alone. */
+ * depthwise (group == c_in == c_out) included. scratch: scratch_bytes of
+ * the caller's memory for im2col tiles, as long as it allows; with less
+ * than one column (or NULL) the convolution runs as a direct loop that needs
+ * none. Depthwise and 1x1 stride-1 convolutions never use it. Returns 0, or
+ * VRAM_EINVAL for a descriptor that makes no sense (negative sizes or pads,
+ * strides/dilations/kernel/group below 1, channels not divisible by group);
+ * on error y is untouched. Cells of the output grid whose window lies
+ * wholly in the padding get the bias alone. Allocates nothing. */
 int vram__cpu_conv2d(const vram__conv2d *p, const float *x, const float *w, const float *bias,
-                     float *y, void *scratch);
-/* Bytes of scratch vram__cpu_conv2d needs for p (0: none). Pass at least
- * that much as `scratch`, or NULL to have the kernel allocate it per call
- * (an executor passes its context's workspace, so a run allocates nothing). */
-uint64_t vram__cpu_conv2d_scratch(const vram__conv2d *p);
+                     float *y, void *scratch, uint64_t scratch_bytes);
+/* The most scratch vram__cpu_conv2d can use for p within `limit` bytes
+ * (0: it needs none, or not even one column fits: the direct loop). */
+uint64_t vram__cpu_conv2d_scratch(const vram__conv2d *p, uint64_t limit);
 
 /* ConvTranspose: here c_in/c_out are the op's input/output channels, the
  * weight is [c_in, c_out/group, kh, kw], oh/ow already include
  * output_padding; pads as ONNX's (pads remove from the full output).
- * Returns as vram__cpu_conv2d. */
+ * Scratch and returns as vram__cpu_conv2d (columns for col2im; without, a
+ * direct scatter). */
 int vram__cpu_conv_transpose2d(const vram__conv2d *p, const float *x, const float *w,
-                               const float *bias, float *y, void *scratch);
-uint64_t vram__cpu_conv_transpose2d_scratch(const vram__conv2d *p);
+                               const float *bias, float *y, void *scratch, uint64_t scratch_bytes);
+uint64_t vram__cpu_conv_transpose2d_scratch(const vram__conv2d *p, uint64_t limit);
 
 typedef struct vram__pool2d {
     int64_t n, c, h, w, kh, kw, oh, ow;

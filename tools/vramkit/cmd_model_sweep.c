@@ -1,0 +1,200 @@
+/* tools/vramkit/cmd_model_sweep.c - `vramkit model sweep MODEL --workspace
+ * LIST`: for each workspace limit, load the model under it, run a context on
+ * the same seeded inputs and print what the context costs and how long a run
+ * takes, so that a workspace is chosen from measurement instead of guessed.
+ * Every limit must give the same outputs as the first (within 1e-4 relative
+ * L2); the column says how close they are. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "cli.h"
+#include "engine/graph.h"
+#include "model_util.h"
+#include "vramkit.h"
+
+#define MAX_LIMITS 16
+
+typedef struct outputs {
+    float **data;
+    size_t *n;
+    size_t count;
+} outputs;
+
+static void outputs_free(outputs *o)
+{
+    for (size_t i = 0; i < o->count; i++)
+        free(o->data[i]);
+    free(o->data);
+    free(o->n);
+    memset(o, 0, sizeof *o);
+}
+
+/* Keep the float outputs of a run (others are compared exactly as bytes
+ * would be: they are skipped here, the run itself is what is timed). */
+static int keep_outputs(vram_context *c, const vram_engine *e, outputs *o)
+{
+    o->count = vram_engine_output_count(e);
+    o->data = calloc(o->count, sizeof *o->data);
+    o->n = calloc(o->count, sizeof *o->n);
+    if (!o->data || !o->n)
+        return VRAM_EHOSTMEM;
+    for (size_t i = 0; i < o->count; i++) {
+        vram_tensor_desc d;
+        const void *p;
+        size_t bytes;
+        vram_engine_output(e, i, &d);
+        int rc = vram_context_output(c, i, &p, &bytes);
+        if (rc)
+            return rc;
+        if (d.dtype != VRAM__DT_FLOAT)
+            continue;
+        o->data[i] = malloc(bytes ? bytes : 1);
+        if (!o->data[i])
+            return VRAM_EHOSTMEM;
+        memcpy(o->data[i], p, bytes);
+        o->n[i] = bytes / sizeof(float);
+    }
+    return 0;
+}
+
+/* The largest relative L2 difference of b's outputs from a's. */
+static double worst_diff(const outputs *a, const outputs *b)
+{
+    double worst = 0;
+    for (size_t i = 0; i < a->count && i < b->count; i++) {
+        double d = 0, n = 0;
+        for (size_t k = 0; a->data[i] && k < a->n[i]; k++) {
+            double x = a->data[i][k], y = b->data[i][k];
+            d += (x - y) * (x - y);
+            n += x * x;
+        }
+        double r = n > 0 ? sqrt(d / n) : sqrt(d);
+        if (r > worst)
+            worst = r;
+    }
+    return worst;
+}
+
+static int parse_limits(const char *list, uint64_t *limits, int *n)
+{
+    char buf[512];
+    if (!list[0] || strlen(list) >= sizeof buf || list[0] == ',' ||
+        list[strlen(list) - 1] == ',' || strstr(list, ",,"))
+        return cli_usage_error("model sweep", "--workspace \"%s\": a comma-separated list of "
+                                              "sizes, e.g. 0,16M,64M,256M",
+                               list);
+    strcpy(buf, list);
+    *n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_LIMITS)
+            return cli_usage_error("model sweep", "--workspace: at most %d sizes", MAX_LIMITS);
+        if (vram__parse_size(item, &limits[*n]))
+            return cli_usage_error("model sweep", "--workspace: \"%s\" is not a size", item);
+        (*n)++;
+    }
+    return 0;
+}
+
+static int sweep(const char *model, int64_t batch, const uint64_t *limits, int n_limits,
+                 long runs, uint64_t seed)
+{
+    outputs first = {0};
+    int status = 0;
+    printf("%-12s %14s %14s %10s %10s %10s %12s\n", "limit", "workspace B", "context B",
+           "p50 ms", "mean ms", "min ms", "max diff");
+    double *ms = calloc((size_t)runs, sizeof *ms);
+    if (!ms)
+        return 1;
+    for (int l = 0; l < n_limits && !status; l++) {
+        vram_engine *e;
+        vram_context *c = NULL;
+        int rc = model_load(model, batch, limits[l], &e);
+        if (rc)
+            return free(ms), outputs_free(&first), cli_lib_error("model sweep", rc);
+        rc = vram_context_create(e, &c);
+        if (!rc)
+            rc = model_fill_inputs(c, e, seed);
+        if (!rc)
+            rc = vram_context_run(c); /* warm-up, and the outputs compared */
+        outputs o = {0};
+        if (!rc)
+            rc = keep_outputs(c, e, l == 0 ? &first : &o);
+        for (long i = 0; !rc && i < runs; i++) {
+            double t = model_now_ms();
+            rc = vram_context_run(c);
+            ms[i] = model_now_ms() - t;
+        }
+        if (rc) {
+            status = cli_lib_error("model sweep", rc);
+        } else {
+            vram_engine_memory m;
+            vram_engine_memory_get(e, &m);
+            qsort(ms, (size_t)runs, sizeof *ms, model_cmp_double);
+            double sum = 0;
+            for (long i = 0; i < runs; i++)
+                sum += ms[i];
+            double diff = l == 0 ? 0.0 : worst_diff(&first, &o);
+            char lim[32];
+            vram__fmt_bytes(lim, sizeof lim, limits[l]);
+            printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
+                   (unsigned long long)m.workspace_bytes, (unsigned long long)m.context_bytes,
+                   ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);
+            if (!(diff <= 1e-4)) {
+                fprintf(stderr, "vramkit model sweep: at a %s workspace the outputs differ from "
+                                "the first limit's by %.3g relative L2\n",
+                        lim, diff);
+                status = 1;
+            }
+        }
+        outputs_free(&o);
+        vram_context_destroy(c);
+        vram_engine_destroy(e);
+    }
+    free(ms);
+    outputs_free(&first);
+    return status;
+}
+
+int cmd_model_sweep(int argc, char **argv)
+{
+    const char *cmd = "model sweep", *model = NULL, *list = NULL;
+    int64_t batch = 1, runs = 10, seed = 1;
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if (cli_is(argv[i], "--workspace")) {
+            if (!(list = cli_value(cmd, argc, argv, &i, "--workspace")))
+                return 2;
+        } else if (cli_is(argv[i], "--batch") || cli_is(argv[i], "--runs") ||
+                   cli_is(argv[i], "--seed")) {
+            const char *name = !strncmp(argv[i], "--batch", 7)  ? "--batch"
+                               : !strncmp(argv[i], "--runs", 6) ? "--runs"
+                                                                : "--seed";
+            if (!(v = cli_value(cmd, argc, argv, &i, name)))
+                return 2;
+            char *end;
+            long long x = strtoll(v, &end, 10);
+            int64_t lo = !strcmp(name, "--seed") ? 0 : 1;
+            if (*end || !*v || x < lo)
+                return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", name,
+                                       (long long)lo, v);
+            *(!strcmp(name, "--batch") ? &batch : !strcmp(name, "--runs") ? &runs : &seed) = x;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            return cli_usage_error(cmd, "one model at a time ('%s' and '%s')", model, argv[i]);
+        }
+    }
+    if (!model)
+        return cli_usage_error(cmd, "which model? (vramkit model sweep MODEL.onnx --workspace "
+                                    "0,16M,64M,256M)");
+    uint64_t limits[MAX_LIMITS];
+    int n = 0;
+    int rc = parse_limits(list ? list : "0,16M,64M,256M", limits, &n);
+    return rc ? rc : sweep(model, batch, limits, n, (long)runs, (uint64_t)seed);
+}

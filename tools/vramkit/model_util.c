@@ -1,0 +1,92 @@
+/* tools/vramkit/model_util.c - helpers of the `vramkit model` commands (see
+ * model_util.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/graph.h"
+#include "model_util.h"
+#include "vramkit.h"
+
+int model_load(const char *path, int64_t batch, uint64_t workspace_limit, vram_engine **e)
+{
+    vram_engine_opts o;
+    vram_engine_opts_init(&o);
+    o.batch = batch;
+    if (workspace_limit != MODEL_DEFAULT_WORKSPACE)
+        o.workspace_limit = workspace_limit;
+    return vram_engine_load(path, &o, e);
+}
+
+int64_t model_elems(const vram_tensor_desc *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++)
+        n *= d->dims[i];
+    return n;
+}
+
+void model_fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *out)
+{
+    uint64_t x = seed + (uint64_t)(input + 1) * 0x9E3779B97F4A7C15ull;
+    if (!x)
+        x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        uint64_t r = x * 0x2545F4914F6CDD1Dull;
+        switch (dtype) {
+        case VRAM__DT_FLOAT:
+            ((float *)out)[i] = (float)((double)((int64_t)(r >> 40) - 8388608) / 8388608.0);
+            break;
+        case VRAM__DT_INT64:
+            ((int64_t *)out)[i] = (int64_t)(r >> 62);
+            break;
+        case VRAM__DT_INT32:
+            ((int32_t *)out)[i] = (int32_t)(r >> 62);
+            break;
+        case VRAM__DT_UINT8:
+            ((uint8_t *)out)[i] = (uint8_t)(r >> 56);
+            break;
+        case VRAM__DT_BOOL:
+            ((uint8_t *)out)[i] = (uint8_t)(r >> 63);
+            break;
+        default: /* no rule for it: zeros */
+            memset(out, 0, (size_t)n * vram__dtype_size(dtype));
+            return;
+        }
+    }
+}
+
+int model_fill_inputs(vram_context *ctx, const vram_engine *e, uint64_t seed)
+{
+    for (size_t i = 0; i < vram_engine_input_count(e); i++) {
+        vram_tensor_desc d;
+        vram_engine_input(e, i, &d);
+        int64_t n = model_elems(&d);
+        size_t bytes = (size_t)n * vram__dtype_size(d.dtype);
+        void *buf = malloc(bytes ? bytes : 1);
+        if (!buf)
+            return VRAM_EHOSTMEM;
+        model_fill_random(seed, i, d.dtype, n, buf);
+        int rc = vram_context_set_input(ctx, i, buf, bytes);
+        free(buf);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+double model_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int model_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
