@@ -138,9 +138,11 @@ static int forward_size(const vram__sx *c, const spatial *sp, int i, int64_t in,
     return 0;
 }
 
-int vram__sx_conv(vram__sx *c)
+/* What Conv and ConvTranspose check alike: N, C and a spatial axis, a
+ * weight of the same rank and type, a positive group. */
+static int conv_inputs(vram__sx *c, int64_t *group)
 {
-    const vram__value *x = vram__sx_in(c, 0), *w = vram__sx_in(c, 1), *b = vram__sx_in(c, 2);
+    const vram__value *x = vram__sx_in(c, 0), *w = vram__sx_in(c, 1);
     int r = x->shape.rank, rc;
     if (r < 3)
         return vram__sx_fail(c, VRAM_EINVAL, "input '%s' has shape %s; it needs N, C and a spatial axis",
@@ -151,9 +153,19 @@ int vram__sx_conv(vram__sx *c)
                              vram__sx_dims(&x->shape).s, r);
     if ((rc = same_dtype(c, x, w)))
         return rc;
-    int64_t group = vram__attr_int(c->n, "group", 1), m = w->shape.dim[0];
-    if (group < 1)
-        return vram__sx_fail(c, VRAM_EINVAL, "group %lld", (long long)group);
+    *group = vram__attr_int(c->n, "group", 1);
+    if (*group < 1)
+        return vram__sx_fail(c, VRAM_EINVAL, "group %lld", (long long)*group);
+    return 0;
+}
+
+int vram__sx_conv(vram__sx *c)
+{
+    const vram__value *x = vram__sx_in(c, 0), *w = vram__sx_in(c, 1), *b = vram__sx_in(c, 2);
+    int r = x->shape.rank, rc;
+    int64_t group, m = w->shape.dim[0];
+    if ((rc = conv_inputs(c, &group)))
+        return rc;
     if (x->shape.dim[1] != w->shape.dim[1] * group || m % group)
         return vram__sx_fail(c, VRAM_EINVAL,
                              "input '%s' %s has %lld channels but weight '%s' %s takes %lld per group x %lld "
@@ -178,18 +190,9 @@ int vram__sx_conv_transpose(vram__sx *c)
 {
     const vram__value *x = vram__sx_in(c, 0), *w = vram__sx_in(c, 1), *b = vram__sx_in(c, 2);
     int r = x->shape.rank, nsp = r - 2, rc;
-    if (r < 3)
-        return vram__sx_fail(c, VRAM_EINVAL, "input '%s' has shape %s; it needs N, C and a spatial axis",
-                             x->name, vram__sx_dims(&x->shape).s);
-    if (w->shape.rank != r)
-        return vram__sx_fail(c, VRAM_EINVAL, "weight '%s' %s has rank %d but input '%s' %s has %d", w->name,
-                             vram__sx_dims(&w->shape).s, w->shape.rank, x->name,
-                             vram__sx_dims(&x->shape).s, r);
-    if ((rc = same_dtype(c, x, w)))
+    int64_t group;
+    if ((rc = conv_inputs(c, &group)))
         return rc;
-    int64_t group = vram__attr_int(c->n, "group", 1);
-    if (group < 1)
-        return vram__sx_fail(c, VRAM_EINVAL, "group %lld", (long long)group);
     /* the weight is C x (M / group) x kernel */
     if (x->shape.dim[1] != w->shape.dim[0] || x->shape.dim[1] % group)
         return vram__sx_fail(c, VRAM_EINVAL,

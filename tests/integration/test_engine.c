@@ -51,10 +51,10 @@ static void assert_contains(const char *s, const char *part)
         fail_msg("\"%s\" does not contain \"%s\"", s, part);
 }
 
-/* A pool on the host backend, for the cpu executor. */
-static vram_pool *host_pool(vram_backend **b)
+/* A pool on a backend (the cpu executor needs "host"). */
+static vram_pool *make_pool(const char *backend, uint64_t capacity, vram_backend **b)
 {
-    assert_int_equal(vram_backend_create("host", &(vram_backend_opts){.capacity = 1ull << 30}, b), 0);
+    assert_int_equal(vram_backend_create(backend, &(vram_backend_opts){.capacity = capacity}, b), 0);
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.backend = *b;
@@ -93,7 +93,7 @@ static void test_run_allocates_nothing(void **state)
 {
     (void)state;
     vram_backend *b;
-    vram_pool *p = host_pool(&b);
+    vram_pool *p = make_pool("host", 1ull << 30, &b);
     vram_engine_opts o;
     vram_engine_opts_init(&o);
     o.pool = p;
@@ -241,13 +241,7 @@ static void test_bad_input(void **state)
 
     /* A pool on a backend without host memory. */
     vram_backend *sim;
-    assert_int_equal(vram_backend_create("sim", &(vram_backend_opts){.capacity = 1ull << 30}, &sim), 0);
-    vram_pool_opts po;
-    vram_pool_opts_init(&po);
-    po.backend = sim;
-    po.trace_path = NULL;
-    vram_pool *p;
-    assert_int_equal(vram_pool_create(&po, &p), 0);
+    vram_pool *p = make_pool("sim", 1ull << 30, &sim);
     vram_engine_opts_init(&o);
     o.pool = p;
     assert_int_equal(vram_engine_load_bytes(bytes, len, &o, &e), VRAM_EINVAL);
@@ -279,13 +273,7 @@ static void test_context_out_of_memory(void **state)
 {
     (void)state;
     vram_backend *b;
-    assert_int_equal(vram_backend_create("host", &(vram_backend_opts){.capacity = 64ull << 20}, &b), 0);
-    vram_pool_opts po;
-    vram_pool_opts_init(&po);
-    po.backend = b;
-    po.trace_path = NULL;
-    vram_pool *p;
-    assert_int_equal(vram_pool_create(&po, &p), 0);
+    vram_pool *p = make_pool("host", 64ull << 20, &b);
     vram_owner cam;
     assert_int_equal(vram_owner_create(p, "cam07", 0, &cam), 0);
     vram_engine_opts o;

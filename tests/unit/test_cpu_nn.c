@@ -150,34 +150,43 @@ static void describe_conv(char *buf, size_t cap, const char *op, const vram__con
              (long long)p->group, bias);
 }
 
-static void run_conv_case(const vram__conv2d *p, int with_bias)
+static void ref_convt(const vram__conv2d *p, const float *x, const float *w, const float *b,
+                      double *y);
+
+/* Run Conv (transpose 0) or ConvTranspose (1) on random data under three
+ * workspaces, as an executor passes them: none (the direct loop), three
+ * columns (tiles of three positions) and 256 KiB; the scratch is poisoned,
+ * and the output before each run. Each result must match the reference. */
+static void run_case(const vram__conv2d *p, int with_bias, int transpose)
 {
-    int64_t cig = p->c_in / p->group;
-    int64_t nx = p->n * p->c_in * p->h * p->w, nw = p->c_out * cig * p->kh * p->kw;
+    int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
+    int64_t nx = p->n * p->c_in * p->h * p->w;
+    int64_t nw = transpose ? p->c_in * cog * p->kh * p->kw : p->c_out * cig * p->kh * p->kw;
     int64_t ny = p->n * p->c_out * p->oh * p->ow;
     float *x = rand_buf(nx), *w = rand_buf(nw), *b = with_bias ? rand_buf(p->c_out) : NULL;
-    float *y = rand_buf(ny); /* garbage the kernel must overwrite */
     double *ref = dbuf(ny);
     char what[256];
-    describe_conv(what, sizeof what, "Conv", p, with_bias);
-    ref_conv(p, x, w, b, ref);
-    /* Three workspaces, as an executor passes them: none (the direct loop),
-     * three columns (tiles of three positions), and 256 KiB; the scratch is
-     * poisoned, and the output too before each run. */
-    int64_t K = p->c_in / p->group * p->kh * p->kw;
+    describe_conv(what, sizeof what, transpose ? "ConvTranspose" : "Conv", p, with_bias);
+    (transpose ? ref_convt : ref_conv)(p, x, w, b, ref);
+    int64_t K = (transpose ? cog : cig) * p->kh * p->kw;
     const uint64_t limits[3] = {0, (uint64_t)K * 3 * sizeof(float), 256u << 10};
     for (int l = 0; l < 3; l++) {
-        uint64_t sb = vram__cpu_conv2d_scratch(p, limits[l]);
+        uint64_t sb = transpose ? vram__cpu_conv_transpose2d_scratch(p, limits[l])
+                                : vram__cpu_conv2d_scratch(p, limits[l]);
         assert_true(sb <= limits[l]);
         float *scratch = sb ? rand_buf((int64_t)(sb / sizeof(float))) : NULL;
-        free(y);
-        y = rand_buf(ny);
-        assert_int_equal(vram__cpu_conv2d(p, x, w, b, y, scratch, sb), 0);
+        float *y = rand_buf(ny); /* garbage the kernel must overwrite */
+        assert_int_equal(transpose ? vram__cpu_conv_transpose2d(p, x, w, b, y, scratch, sb)
+                                   : vram__cpu_conv2d(p, x, w, b, y, scratch, sb),
+                         0);
         check_close(what, y, ref, ny);
         free(scratch);
+        free(y);
     }
-    free(x), free(w), free(b), free(y), free(ref);
+    free(x), free(w), free(b), free(ref);
 }
+
+static void run_conv_case(const vram__conv2d *p, int with_bias) { run_case(p, with_bias, 0); }
 
 static void test_conv_sweep(void **state)
 {
@@ -343,31 +352,7 @@ static void ref_convt(const vram__conv2d *p, const float *x, const float *w, con
         }
 }
 
-static void run_convt_case(const vram__conv2d *p, int with_bias)
-{
-    int64_t cog = p->c_out / p->group;
-    int64_t nx = p->n * p->c_in * p->h * p->w, nw = p->c_in * cog * p->kh * p->kw;
-    int64_t ny = p->n * p->c_out * p->oh * p->ow;
-    float *x = rand_buf(nx), *w = rand_buf(nw), *b = with_bias ? rand_buf(p->c_out) : NULL;
-    float *y = rand_buf(ny);
-    double *ref = dbuf(ny);
-    char what[256];
-    describe_conv(what, sizeof what, "ConvTranspose", p, with_bias);
-    ref_convt(p, x, w, b, ref);
-    int64_t K = p->c_out / p->group * p->kh * p->kw;
-    const uint64_t limits[3] = {0, (uint64_t)K * 3 * sizeof(float), 256u << 10};
-    for (int l = 0; l < 3; l++) {
-        uint64_t sb = vram__cpu_conv_transpose2d_scratch(p, limits[l]);
-        assert_true(sb <= limits[l]);
-        float *scratch = sb ? rand_buf((int64_t)(sb / sizeof(float))) : NULL;
-        free(y);
-        y = rand_buf(ny);
-        assert_int_equal(vram__cpu_conv_transpose2d(p, x, w, b, y, scratch, sb), 0);
-        check_close(what, y, ref, ny);
-        free(scratch);
-    }
-    free(x), free(w), free(b), free(y), free(ref);
-}
+static void run_convt_case(const vram__conv2d *p, int with_bias) { run_case(p, with_bias, 1); }
 
 static void convt_out_size(vram__conv2d *p, int64_t op_h, int64_t op_w)
 {
