@@ -28,8 +28,10 @@ typedef struct vram_context vram_context;
 
 typedef struct vram_engine_opts {
     const char *executor; /* "cpu" (the default) */
-    int64_t batch;        /* the batch the engine serves, for inputs whose first
-                             dimension is symbolic or unknown; 0: 1 */
+    int64_t batch;        /* the largest batch the engine serves, for inputs whose
+                             first dimension is symbolic or unknown (contexts run
+                             at it, or at any smaller one: vram_context_set_batch);
+                             memory is planned for it; 0: 1 */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
                              the engine makes its own on the host backend. The
                              pool must outlive the engine. */
@@ -99,7 +101,8 @@ typedef struct vram_engine_info {
     int64_t opset;
     const char *producer; /* owned by the engine */
     unsigned nodes, folded_nodes, fused_batchnorms, steps;
-    int64_t batch;
+    int64_t batch;      /* the largest batch */
+    int batch_symbolic; /* contexts may run at batches 1..batch */
 } vram_engine_info;
 int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
 
@@ -112,6 +115,15 @@ int vram_context_destroy(vram_context *ctx);
  * the input's and the byte count its size at the engine's batch (the message
  * gives both). */
 int vram_context_set_input(vram_context *ctx, size_t i, const void *data, size_t bytes);
+/* Run the next runs at `batch` (1 .. the engine's batch, when the model's
+ * batch is symbolic): inputs and outputs then have that batch's sizes.
+ * VRAM_EINVAL outside that range, or for another batch of a model whose
+ * batch is fixed. A new context runs at the engine's batch. */
+int vram_context_set_batch(vram_context *ctx, int64_t batch);
+int64_t vram_context_batch(const vram_context *ctx);
+/* Input or output i's name, type and shape at the context's batch. */
+int vram_context_input_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
+int vram_context_output_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
 /* Run the model. Allocates nothing. */
 int vram_context_run(vram_context *ctx);
 /* Output i after a run: a pointer into the context's binding, valid until the

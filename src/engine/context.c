@@ -40,6 +40,7 @@ int vram_context_create(vram_engine *e, vram_context **out)
     if (!c)
         return VRAM_EHOSTMEM;
     c->e = e;
+    c->var = &e->var[e->n_var - 1];
     c->ptr = vram__calloc((size_t)e->g.n_values + 1, sizeof *c->ptr);
     int rc = c->ptr ? 0 : VRAM_EHOSTMEM;
     if (!rc)
@@ -98,10 +99,10 @@ int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t b
         return vram__fail(VRAM_EINVAL, "input %zu does not exist (the model has %d)", i,
                           e->g.n_inputs);
     int v = e->g.inputs[i];
-    if (bytes != e->place[v].bytes)
+    if (bytes != c->var->bytes[v])
         return vram__fail(VRAM_EINVAL, "input '%s' takes %llu bytes (%s, batch %lld), not %zu",
-                          e->g.values[v].name, (unsigned long long)e->place[v].bytes,
-                          vram__dtype_name(e->g.values[v].dtype), (long long)e->batch, bytes);
+                          e->g.values[v].name, (unsigned long long)c->var->bytes[v],
+                          vram__dtype_name(e->g.values[v].dtype), (long long)c->var->batch, bytes);
     if (bytes)
         memcpy(c->ptr[v], data, bytes);
     return 0;
@@ -124,6 +125,49 @@ int vram_context_output(vram_context *c, size_t i, const void **data, size_t *by
                           e->g.n_outputs);
     int v = e->g.outputs[i];
     *data = c->ptr[v];
-    *bytes = (size_t)e->place[v].bytes;
+    *bytes = (size_t)c->var->bytes[v];
     return 0;
+}
+
+int vram_context_set_batch(vram_context *c, int64_t batch)
+{
+    if (!c)
+        return vram__fail(VRAM_EINVAL, "vram_context_set_batch: context is NULL");
+    const vram_engine *e = c->e;
+    if (e->n_var == 1 && batch != e->batch)
+        return vram__fail(VRAM_EINVAL, "the model's batch is fixed at %lld (its inputs do not "
+                                       "leave it symbolic, or the engine was loaded for one)",
+                          (long long)e->batch);
+    if (batch < 1 || batch > e->batch)
+        return vram__fail(VRAM_EINVAL, "batch %lld is outside 1..%lld, what the engine was "
+                                       "loaded for",
+                          (long long)batch, (long long)e->batch);
+    c->var = &e->var[e->n_var == 1 ? 0 : batch - 1];
+    return 0;
+}
+
+int64_t vram_context_batch(const vram_context *c) { return c ? c->var->batch : 0; }
+
+static int desc_at_batch(const vram_context *c, int v, vram_tensor_desc *out)
+{
+    const vram__shape *s = &c->var->shape[v];
+    *out = (vram_tensor_desc){.name = c->e->g.values[v].name, .dtype = c->e->g.values[v].dtype,
+                              .rank = s->rank};
+    for (int d = 0; d < s->rank && d < 8; d++)
+        out->dims[d] = s->dim[d];
+    return 0;
+}
+
+int vram_context_input_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
+{
+    if (!c || !out || i >= (size_t)c->e->g.n_inputs)
+        return vram__fail(VRAM_EINVAL, "input %zu of %d", i, c ? c->e->g.n_inputs : 0);
+    return desc_at_batch(c, c->e->g.inputs[i], out);
+}
+
+int vram_context_output_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
+{
+    if (!c || !out || i >= (size_t)c->e->g.n_outputs)
+        return vram__fail(VRAM_EINVAL, "output %zu of %d", i, c ? c->e->g.n_outputs : 0);
+    return desc_at_batch(c, c->e->g.outputs[i], out);
 }

@@ -34,6 +34,7 @@ static void engine_free(vram_engine *e)
     for (int i = 0; i < e->n_steps; i++)
         free(e->steps[i].split_sizes);
     free(e->steps);
+    vram__variants_free(e);
     free(e->place);
     free(e->ops);
     vram__graph_free(&e->g);
@@ -105,7 +106,7 @@ static int place_and_plan(vram_engine *e)
     for (int s = 0; !rc && s < e->n_steps; s++) {
         const vram__node *n = &g->nodes[e->steps[s].node];
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0)
+            if (n->in[k] >= 0 && vram__step_reads(&e->steps[s], k))
                 last[n->in[k]] = s;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && first[n->out[k]] < 0)
@@ -282,12 +283,16 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     if (!rc)
         rc = vram__lower(e, folded);
     free(folded);
-    if (!rc) {
-        e->workspace_bytes = vram__exec_cpu_workspace(e);
-        rc = place_and_plan(e);
-    }
     if (!rc)
+        rc = place_and_plan(e);
+    if (!rc)
+        rc = vram__variants_build(e, bytes, len);
+    if (!rc) {
+        uint64_t ws = vram__exec_cpu_workspace(e, &e->var[e->n_var - 1]);
+        if (ws > e->workspace_bytes)
+            e->workspace_bytes = ws;
         rc = count_ops(e);
+    }
     if (!rc)
         rc = upload_weights(e);
     if (rc) {
@@ -412,6 +417,7 @@ int vram_engine_info_get(const vram_engine *e, vram_engine_info *out)
                               .folded_nodes = e->folded_nodes,
                               .fused_batchnorms = e->fused_bn,
                               .steps = (unsigned)e->n_steps,
-                              .batch = e->batch};
+                              .batch = e->batch,
+                              .batch_symbolic = e->n_var > 1};
     return 0;
 }

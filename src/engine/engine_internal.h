@@ -95,6 +95,19 @@ enum {
     VRAM__LOC_OUTPUT,   /* a graph output's binding */
 };
 
+/* The engine at one batch: its steps, and every value's shape and bytes.
+ * An engine whose inputs have a symbolic batch holds one per batch from 1
+ * to its largest; their steps run on the largest batch's memory plan (every
+ * tensor is at most as large at a smaller batch). */
+typedef struct vram__variant {
+    int64_t batch;
+    vram__step *steps;
+    int n_steps;
+    int owns_steps;      /* the largest batch's are the engine's own */
+    vram__shape *shape;  /* per value */
+    uint64_t *bytes;     /* per value (0 where the value is not used) */
+} vram__variant;
+
 typedef struct vram__placement {
     int loc;
     uint64_t offset; /* in the weights block, the arena or the io block */
@@ -121,6 +134,9 @@ struct vram_engine {
     uint64_t io_bytes;
     uint64_t workspace_bytes, workspace_limit;
 
+    vram__variant *var;     /* var[b - 1]: the engine at batch b */
+    int n_var;              /* 1 unless the batch is symbolic */
+
     vram_op_count *ops;     /* executed operators by type */
     size_t n_ops;
     unsigned contexts;      /* alive */
@@ -128,18 +144,47 @@ struct vram_engine {
 
 struct vram_context {
     vram_engine *e;
+    const vram__variant *var; /* the batch it runs at */
     void *arena, *io, *workspace;
     void **ptr; /* per value: where it is during a run (NULL: unused) */
 };
+
+/* Does step st read input k of its node when it runs? Inputs that only set
+ * parameters (a Reshape's shape, a Slice's starts, a Resize's scales, a
+ * Clip's bounds...) are read at load and need no memory at run time. */
+static inline int vram__step_reads(const vram__step *st, int k)
+{
+    switch (st->op) {
+    case VRAM__OP_CONV:
+    case VRAM__OP_CONV_TRANSPOSE:
+    case VRAM__OP_GEMM:
+        return k <= 2;
+    case VRAM__OP_BATCHNORM:
+        return k <= 4;
+    case VRAM__OP_PRELU:
+    case VRAM__OP_BINARY:
+    case VRAM__OP_MATMUL:
+    case VRAM__OP_GATHER:
+        return k <= 1;
+    case VRAM__OP_CONCAT:
+        return 1;
+    default:
+        return k == 0;
+    }
+}
 
 /* lower.c: turn the graph (shapes inferred, constants folded) into steps,
  * fusing BatchNormalization into a preceding Conv. Fills e->steps,
  * e->fused_bn. VRAM_ENOSYS names an operator variant the executor lacks. */
 int vram__lower(vram_engine *e, const unsigned char *folded);
-/* exec_cpu.c: run every step of a context. */
+/* exec_cpu.c: run every step of a context at its batch. */
 int vram__exec_cpu(vram_context *ctx);
-/* The scratch the steps can use at most (convolutions' im2col tiles within
- * the workspace limit, Resize's tables): one context's workspace. */
-uint64_t vram__exec_cpu_workspace(const vram_engine *e);
+/* The scratch a variant's steps can use at most (convolutions' im2col tiles
+ * within the workspace limit, Resize's tables). */
+uint64_t vram__exec_cpu_workspace(const vram_engine *e, const vram__variant *v);
+/* variants.c: the engine at every batch below its largest, when its inputs'
+ * batch is symbolic (the largest batch's variant made from e itself). */
+int vram__variants_build(vram_engine *e, const void *bytes, size_t len);
+void vram__variants_free(vram_engine *e);
 
 #endif

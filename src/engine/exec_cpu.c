@@ -7,9 +7,7 @@
 #include "base/internal.h"
 #include "engine_internal.h"
 
-static const vram__shape *shape_of(const vram_engine *e, int v) { return &e->g.values[v].shape; }
-
-static uint64_t value_bytes(const vram_engine *e, int v) { return e->place[v].bytes; }
+static const vram__shape *shape_of(const vram_context *c, int v) { return &c->var->shape[v]; }
 
 static int run_step(vram_context *ctx, const vram__step *st)
 {
@@ -31,16 +29,16 @@ static int run_step(vram_context *ctx, const vram__step *st)
                             IN(4), st->p.bn.eps, y);
         return 0;
     case VRAM__OP_UNARY:
-        vram__cpu_unary(st->p.unary.op, st->p.unary.p, vram__shape_elems(shape_of(e, st->y)), x, y);
+        vram__cpu_unary(st->p.unary.op, st->p.unary.p, vram__shape_elems(shape_of(ctx, st->y)), x, y);
         return 0;
     case VRAM__OP_PRELU:
-        return vram__cpu_prelu(shape_of(e, st->x), x, shape_of(e, n->in[1]), IN(1), y);
+        return vram__cpu_prelu(shape_of(ctx, st->x), x, shape_of(ctx, n->in[1]), IN(1), y);
     case VRAM__OP_BINARY:
         if (st->p.binary.i64)
-            return vram__cpu_binary_i64(st->p.binary.op, shape_of(e, n->in[0]), IN(0),
-                                        shape_of(e, n->in[1]), IN(1), shape_of(e, st->y), y);
-        return vram__cpu_binary(st->p.binary.op, shape_of(e, n->in[0]), IN(0),
-                                shape_of(e, n->in[1]), IN(1), shape_of(e, st->y), y);
+            return vram__cpu_binary_i64(st->p.binary.op, shape_of(ctx, n->in[0]), IN(0),
+                                        shape_of(ctx, n->in[1]), IN(1), shape_of(ctx, st->y), y);
+        return vram__cpu_binary(st->p.binary.op, shape_of(ctx, n->in[0]), IN(0),
+                                shape_of(ctx, n->in[1]), IN(1), shape_of(ctx, st->y), y);
     case VRAM__OP_MAXPOOL:
         vram__cpu_maxpool2d(&st->p.pool, x, y);
         return 0;
@@ -56,14 +54,14 @@ static int run_step(vram_context *ctx, const vram__step *st)
                        st->p.gemm.c_rows, st->p.gemm.c_cols, y);
         return 0;
     case VRAM__OP_MATMUL:
-        return vram__cpu_matmul(shape_of(e, n->in[0]), IN(0), shape_of(e, n->in[1]), IN(1),
-                                shape_of(e, st->y), y);
+        return vram__cpu_matmul(shape_of(ctx, n->in[0]), IN(0), shape_of(ctx, n->in[1]), IN(1),
+                                shape_of(ctx, st->y), y);
     case VRAM__OP_COPY:
         if (x != y)
-            memcpy(y, x, (size_t)value_bytes(e, st->y));
+            memcpy(y, x, (size_t)ctx->var->bytes[st->y]);
         return 0;
     case VRAM__OP_TRANSPOSE:
-        vram__cpu_transpose(vram__dtype_size(g->values[st->x].dtype), shape_of(e, st->x),
+        vram__cpu_transpose(vram__dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x),
                             st->p.perm, x, y);
         return 0;
     case VRAM__OP_CONCAT: {
@@ -72,11 +70,11 @@ static int run_step(vram_context *ctx, const vram__step *st)
         if (n->n_in > 64)
             return vram__fail(VRAM_ENOSYS, "Concat of %d inputs (at most 64)", n->n_in);
         for (int i = 0; i < n->n_in; i++) {
-            xs[i] = shape_of(e, n->in[i]);
+            xs[i] = shape_of(ctx, n->in[i]);
             xp[i] = ptr[n->in[i]];
         }
         vram__cpu_concat(vram__dtype_size(g->values[st->y].dtype), st->p.axis, n->n_in, xs, xp,
-                         shape_of(e, st->y), y);
+                         shape_of(ctx, st->y), y);
         return 0;
     }
     case VRAM__OP_SPLIT: {
@@ -85,13 +83,13 @@ static int run_step(vram_context *ctx, const vram__step *st)
             return vram__fail(VRAM_ENOSYS, "Split into %d outputs (at most 64)", n->n_out);
         for (int i = 0; i < n->n_out; i++)
             yp[i] = ptr[n->out[i]];
-        vram__cpu_split(vram__dtype_size(g->values[st->x].dtype), st->p.axis, shape_of(e, st->x),
+        vram__cpu_split(vram__dtype_size(g->values[st->x].dtype), st->p.axis, shape_of(ctx, st->x),
                         x, n->n_out, st->split_sizes, yp);
         return 0;
     }
     case VRAM__OP_SLICE:
-        vram__cpu_slice(vram__dtype_size(g->values[st->x].dtype), shape_of(e, st->x), x,
-                        st->p.slice.starts, st->p.slice.steps, shape_of(e, st->y), y);
+        vram__cpu_slice(vram__dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x), x,
+                        st->p.slice.starts, st->p.slice.steps, shape_of(ctx, st->y), y);
         return 0;
     case VRAM__OP_PAD: {
         int dt = g->values[st->x].dtype;
@@ -103,41 +101,41 @@ static int run_step(vram_context *ctx, const vram__step *st)
                               vram__dtype_name(dt));
         if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64)
             val = NULL;
-        return vram__cpu_pad(vram__dtype_size(dt), st->p.pad.mode, shape_of(e, st->x), x,
-                             st->p.pad.pads, val, shape_of(e, st->y), y);
+        return vram__cpu_pad(vram__dtype_size(dt), st->p.pad.mode, shape_of(ctx, st->x), x,
+                             st->p.pad.pads, val, shape_of(ctx, st->y), y);
     }
     case VRAM__OP_RESIZE:
         return vram__cpu_resize(st->p.resize.mode, st->p.resize.ctm, st->p.resize.nearest,
-                                shape_of(e, st->x), x, st->p.resize.scales, shape_of(e, st->y), y,
+                                shape_of(ctx, st->x), x, st->p.resize.scales, shape_of(ctx, st->y), y,
                                 ctx->workspace);
     case VRAM__OP_SOFTMAX:
         vram__cpu_softmax(&st->p.softmax.shape, st->p.softmax.axis, x, y);
         return 0;
     case VRAM__OP_GATHER:
         return vram__cpu_gather(vram__dtype_size(g->values[st->x].dtype), st->p.axis,
-                                shape_of(e, st->x), x, shape_of(e, n->in[1]), IN(1),
-                                shape_of(e, st->y), y);
+                                shape_of(ctx, st->x), x, shape_of(ctx, n->in[1]), IN(1),
+                                shape_of(ctx, st->y), y);
     case VRAM__OP_CAST:
         return vram__cpu_cast(st->p.cast.from, st->p.cast.to,
-                              vram__shape_elems(shape_of(e, st->x)), x, y);
+                              vram__shape_elems(shape_of(ctx, st->x)), x, y);
     default:
         return vram__fail(VRAM_ENOSYS, "step of unknown kind %d", st->op);
     }
 #undef IN
 }
 
-uint64_t vram__exec_cpu_workspace(const vram_engine *e)
+uint64_t vram__exec_cpu_workspace(const vram_engine *e, const vram__variant *v)
 {
     uint64_t most = 0;
-    for (int i = 0; i < e->n_steps; i++) {
-        const vram__step *st = &e->steps[i];
+    for (int i = 0; i < v->n_steps; i++) {
+        const vram__step *st = &v->steps[i];
         uint64_t lim = e->workspace_limit, b = 0;
         if (st->op == VRAM__OP_CONV)
             b = vram__cpu_conv2d_scratch(&st->p.conv, lim);
         else if (st->op == VRAM__OP_CONV_TRANSPOSE)
             b = vram__cpu_conv_transpose2d_scratch(&st->p.conv, lim);
         else if (st->op == VRAM__OP_RESIZE) /* its tables are needed whatever the limit */
-            b = vram__cpu_resize_scratch(&e->g.values[st->y].shape);
+            b = vram__cpu_resize_scratch(&v->shape[st->y]);
         if (b > most)
             most = b;
     }
@@ -147,8 +145,8 @@ uint64_t vram__exec_cpu_workspace(const vram_engine *e)
 int vram__exec_cpu(vram_context *ctx)
 {
     const vram_engine *e = ctx->e;
-    for (int i = 0; i < e->n_steps; i++) {
-        const vram__step *st = &e->steps[i];
+    for (int i = 0; i < ctx->var->n_steps; i++) {
+        const vram__step *st = &ctx->var->steps[i];
         int rc = run_step(ctx, st);
         if (rc) {
             const vram__node *n = &e->g.nodes[st->node];

@@ -4,7 +4,9 @@
  * reports inputs, outputs, operators and the four memory categories; a
  * context takes its arena, bindings and workspace from the caller's pool;
  * running it again and again allocates nothing (the pool's counters do not
- * move) and gives the same outputs; two contexts run independently;
+ * move) and gives the same outputs; two contexts run independently; a
+ * symbolic batch runs at every batch up to the engine's, as an engine loaded
+ * for that batch would;
  * destroying an engine with a live context is refused; and bad input - a
  * missing, truncated or garbage file, an unsupported operator, a wrong input
  * size, a pool on the wrong backend, an unknown executor - fails with a
@@ -75,7 +77,7 @@ static void fill(vram_context *c, const vram_engine *e, float v)
 {
     for (size_t i = 0; i < vram_engine_input_count(e); i++) {
         vram_tensor_desc d;
-        assert_int_equal(vram_engine_input(e, i, &d), 0);
+        assert_int_equal(vram_context_input_desc(c, i, &d), 0);
         size_t n = 1;
         for (int k = 0; k < d.rank; k++)
             n *= (size_t)d.dims[k];
@@ -173,31 +175,74 @@ static void test_run_allocates_nothing(void **state)
     assert_int_equal(vram_backend_destroy(b), 0);
 }
 
-/* The batch of a symbolic first dimension. */
+/* Outputs of one run at the context's batch, on inputs from fill(). */
+static float *run_once(vram_context *c, const vram_engine *e, size_t *bytes)
+{
+    fill(c, e, 0.5f);
+    assert_int_equal(vram_context_run(c), 0);
+    const void *out;
+    assert_int_equal(vram_context_output(c, 0, &out, bytes), 0);
+    float *copy = malloc(*bytes);
+    memcpy(copy, out, *bytes);
+    return copy;
+}
+
+/* A symbolic batch: an engine loaded for batch 4 runs any batch 1..4 on
+ * its one plan, allocating nothing to switch, with the outputs of an engine
+ * loaded for exactly that batch; a fixed-batch model refuses another. */
 static void test_batch(void **state)
 {
     (void)state;
     vram_engine_opts o;
     vram_engine_opts_init(&o);
-    uint64_t io[2];
-    for (int k = 0; k < 2; k++) {
-        o.batch = k ? 4 : 1;
-        vram_engine *e;
-        assert_int_equal(vram_engine_load(model("mixed_dynamic_batch_N"), &o, &e), 0);
+    o.batch = 4;
+    vram_engine *big;
+    assert_int_equal(vram_engine_load(model("mixed_dynamic_batch_N"), &o, &big), 0);
+    vram_engine_info info;
+    vram_engine_info_get(big, &info);
+    assert_int_equal(info.batch, 4);
+    assert_true(info.batch_symbolic);
+    vram_context *c;
+    assert_int_equal(vram_context_create(big, &c), 0);
+    assert_int_equal(vram_context_batch(c), 4);
+    uint64_t io[5] = {0};
+    for (int64_t b = 1; b <= 4; b++) {
+        assert_int_equal(vram_context_set_batch(c, b), 0);
         vram_tensor_desc d;
-        assert_int_equal(vram_engine_output(e, 0, &d), 0);
-        assert_int_equal(d.dims[0], o.batch);
-        vram_engine_memory m;
-        vram_engine_memory_get(e, &m);
-        io[k] = m.io_bytes;
-        vram_context *c;
-        assert_int_equal(vram_context_create(e, &c), 0);
-        fill(c, e, 1.0f);
-        assert_int_equal(vram_context_run(c), 0);
-        assert_int_equal(vram_context_destroy(c), 0);
-        assert_int_equal(vram_engine_destroy(e), 0);
+        assert_int_equal(vram_context_output_desc(c, 0, &d), 0);
+        assert_int_equal(d.dims[0], b);
+        size_t n_big, n_one;
+        float *ours = run_once(c, big, &n_big);
+        io[b] = n_big;
+        o.batch = b;
+        vram_engine *one;
+        assert_int_equal(vram_engine_load(model("mixed_dynamic_batch_N"), &o, &one), 0);
+        vram_context *c1;
+        assert_int_equal(vram_context_create(one, &c1), 0);
+        float *theirs = run_once(c1, one, &n_one);
+        assert_int_equal(n_big, n_one);
+        assert_memory_equal(ours, theirs, n_big);
+        free(ours);
+        free(theirs);
+        assert_int_equal(vram_context_destroy(c1), 0);
+        assert_int_equal(vram_engine_destroy(one), 0);
     }
-    assert_true(io[1] > io[0]);
+    assert_true(io[1] < io[2] && io[2] < io[4]);
+    assert_int_equal(vram_context_set_batch(c, 5), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "outside 1..4");
+    assert_int_equal(vram_context_set_batch(c, 0), VRAM_EINVAL);
+    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_engine_destroy(big), 0);
+
+    /* A model whose batch is fixed in the file. */
+    vram_engine *fixed;
+    assert_int_equal(vram_engine_load(model("mixed_small_cnn"), NULL, &fixed), 0);
+    assert_int_equal(vram_context_create(fixed, &c), 0);
+    assert_int_equal(vram_context_set_batch(c, 1), 0);
+    assert_int_equal(vram_context_set_batch(c, 2), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "fixed at 1");
+    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_engine_destroy(fixed), 0);
 }
 
 static void test_bad_input(void **state)

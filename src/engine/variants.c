@@ -1,0 +1,171 @@
+/* src/engine/variants.c - one engine, every batch up to its largest. When a
+ * model's inputs have a symbolic batch, the engine is built once more per
+ * smaller batch - loaded, shapes inferred, lowered - and of each build only
+ * its steps and its values' shapes and sizes are kept. They must line up
+ * with the largest batch's: the same steps over the same values, no tensor
+ * larger, and the same constants (the weights are uploaded once); then a
+ * context runs any batch on the largest batch's plan and bindings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "engine_internal.h"
+#include "shape.h"
+
+static void variant_free(vram__variant *v)
+{
+    if (v->owns_steps) {
+        for (int i = 0; i < v->n_steps; i++)
+            free(v->steps[i].split_sizes);
+        free(v->steps);
+    }
+    free(v->shape);
+    free(v->bytes);
+    memset(v, 0, sizeof *v);
+}
+
+void vram__variants_free(vram_engine *e)
+{
+    for (int i = 0; i < e->n_var; i++)
+        variant_free(&e->var[i]);
+    free(e->var);
+    e->var = NULL;
+    e->n_var = 0;
+}
+
+/* Shapes and sizes of graph g's values, for the values the engine uses. */
+static int snapshot(const vram_engine *e, const vram__graph *g, vram__variant *v)
+{
+    v->shape = vram__calloc((size_t)g->n_values + 1, sizeof *v->shape);
+    v->bytes = vram__calloc((size_t)g->n_values + 1, sizeof *v->bytes);
+    if (!v->shape || !v->bytes)
+        return VRAM_EHOSTMEM;
+    for (int i = 0; i < g->n_values; i++) {
+        v->shape[i] = g->values[i].shape;
+        if (e->place[i].loc == VRAM__LOC_NONE)
+            continue;
+        int64_t n = vram__shape_elems(&g->values[i].shape);
+        if (n < 0)
+            return vram__fail(VRAM_EINVAL, "tensor '%s' has no known size at batch %lld",
+                              g->values[i].name, (long long)v->batch);
+        v->bytes[i] = (uint64_t)n * vram__dtype_size(g->values[i].dtype);
+    }
+    return 0;
+}
+
+/* Does the build at a smaller batch line up with the engine's? */
+static int check_structure(const vram_engine *e, const vram_engine *t, const vram__variant *v)
+{
+    const vram__graph *g = &e->g, *h = &t->g;
+    if (h->n_values != g->n_values || t->n_steps != e->n_steps)
+        return vram__fail(VRAM_ENOSYS, "at batch %lld the model lowers to %d steps over %d "
+                                       "tensors, at batch %lld to %d over %d: its structure "
+                                       "depends on the batch",
+                          (long long)v->batch, t->n_steps, h->n_values, (long long)e->batch,
+                          e->n_steps, g->n_values);
+    for (int i = 0; i < e->n_steps; i++)
+        if (t->steps[i].node != e->steps[i].node || t->steps[i].op != e->steps[i].op)
+            return vram__fail(VRAM_ENOSYS, "at batch %lld step %d differs from batch %lld's",
+                              (long long)v->batch, i, (long long)e->batch);
+    return 0;
+}
+
+static int check_sizes(const vram_engine *e, const vram_engine *t, const vram__variant *v)
+{
+    const vram__graph *g = &e->g, *h = &t->g;
+    for (int i = 0; i < g->n_values; i++) {
+        const vram__placement *pl = &e->place[i];
+        if (pl->loc == VRAM__LOC_NONE)
+            continue;
+        if (v->bytes[i] > pl->bytes)
+            return vram__fail(VRAM_ENOSYS, "tensor '%s' takes %llu bytes at batch %lld but %llu "
+                                           "at batch %lld",
+                              g->values[i].name, (unsigned long long)v->bytes[i],
+                              (long long)v->batch, (unsigned long long)pl->bytes,
+                              (long long)e->batch);
+        if (pl->loc == VRAM__LOC_WEIGHTS &&
+            (!h->values[i].data || h->values[i].nbytes != g->values[i].nbytes ||
+             memcmp(h->values[i].data, g->values[i].data, g->values[i].nbytes)))
+            return vram__fail(VRAM_ENOSYS, "constant '%s' depends on the batch (it differs at "
+                                           "batch %lld from batch %lld)",
+                              g->values[i].name, (long long)v->batch, (long long)e->batch);
+    }
+    return 0;
+}
+
+/* Build the engine at batch b < e->batch into v. */
+static int build_one(vram_engine *e, const void *bytes, size_t len, int64_t b, vram__variant *v)
+{
+    vram_engine t = {.batch = b, .alignment = e->alignment, .workspace_limit = e->workspace_limit};
+    unsigned char *folded = NULL;
+    v->batch = b;
+    int rc = vram__onnx_load(bytes, len, &t.g);
+    if (!rc) {
+        folded = vram__calloc((size_t)t.g.n_nodes + 1, 1);
+        rc = folded ? vram__infer_shapes(&t.g, b, folded) : VRAM_EHOSTMEM;
+    }
+    if (!rc)
+        rc = vram__lower(&t, folded);
+    free(folded);
+    if (!rc)
+        rc = check_structure(e, &t, v);
+    if (!rc) {
+        v->steps = t.steps;
+        v->n_steps = t.n_steps;
+        v->owns_steps = 1;
+        t.steps = NULL;
+        rc = snapshot(e, &t.g, v);
+    }
+    if (!rc)
+        rc = check_sizes(e, &t, v);
+    if (!rc) {
+        uint64_t ws = vram__exec_cpu_workspace(e, v);
+        if (ws > e->workspace_bytes)
+            e->workspace_bytes = ws;
+    }
+    for (int i = 0; t.steps && i < t.n_steps; i++)
+        free(t.steps[i].split_sizes);
+    free(t.steps);
+    vram__graph_free(&t.g);
+    return rc;
+}
+
+/* Is the batch symbolic: a graph input whose first dimension the file does
+ * not fix? (Read from the file: inference has filled it in since.) */
+static int dynamic_batch(const void *bytes, size_t len, int *out)
+{
+    vram__graph g;
+    int rc = vram__onnx_load(bytes, len, &g);
+    if (rc)
+        return rc;
+    *out = 0;
+    for (int i = 0; i < g.n_inputs; i++) {
+        const vram__value *v = &g.values[g.inputs[i]];
+        if (v->shape.rank > 0 && v->shape.dim[0] < 0)
+            *out = 1;
+    }
+    vram__graph_free(&g);
+    return 0;
+}
+
+int vram__variants_build(vram_engine *e, const void *bytes, size_t len)
+{
+    int dyn = 0;
+    int rc = e->batch > 1 ? dynamic_batch(bytes, len, &dyn) : 0;
+    if (rc)
+        return rc;
+    int n = dyn ? (int)e->batch : 1;
+    e->var = vram__calloc((size_t)n, sizeof *e->var);
+    if (!e->var)
+        return VRAM_EHOSTMEM;
+    e->n_var = n;
+    vram__variant *top = &e->var[n - 1];
+    *top = (vram__variant){.batch = e->batch, .steps = e->steps, .n_steps = e->n_steps};
+    rc = snapshot(e, &e->g, top);
+    for (int b = 1; !rc && b < n; b++) {
+        rc = build_one(e, bytes, len, b, &e->var[b - 1]);
+        if (rc)
+            vram__fail_prefix(rc, "serving batches up to %lld: ", (long long)e->batch);
+    }
+    return rc;
+}
