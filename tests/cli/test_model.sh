@@ -138,6 +138,7 @@ expect_error "wrong input shape" "takes float" "$vramkit" model run "$cnn" --out
     --input "image=$refroot/ref/relu/input_X.npy"
 expect_error "bad batch" "--batch takes an integer" "$vramkit" model info "$cnn" --batch 0
 expect_error "unknown backend" "backend 'tpu'" "$vramkit" model run "$cnn" --backend tpu
+expect_error "graph without cuda" "needs the cuda" "$vramkit" model run "$cnn" --graph
 expect_error "bad workspace list" "not a size" "$vramkit" model sweep "$cnn" --workspace 0,lots
 expect_error "unknown subcommand" "unknown subcommand" "$vramkit" model compile "$cnn"
 expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \

@@ -351,6 +351,9 @@ int cmd_model(int argc, char **argv)
                 in[n_in++] = (named_input){name, eq + 1};
                 status = name ? 0 : 1;
             }
+        } else if (!strcmp(sub, "run") && !strcmp(argv[i], "--graph")) {
+            status = cli_usage_error(cmd, "--graph captures a CUDA graph: it needs the cuda "
+                                          "backend, and this build runs models on cpu");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             status = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         } else if (!model) {
