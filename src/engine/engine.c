@@ -205,6 +205,21 @@ static int upload_weights(vram_engine *e)
     return 0;
 }
 
+/* Once the weights are in the pool and every batch is built, the graph's
+ * copies of constants are not read again (a constant graph output excepted,
+ * copied into each context's binding): give their host memory back. */
+static void drop_host_constants(vram_engine *e)
+{
+    for (int v = 0; v < e->g.n_values; v++) {
+        vram__value *val = &e->g.values[v];
+        if (!val->data || e->place[v].loc == VRAM__LOC_OUTPUT)
+            continue;
+        free(val->data);
+        val->data = NULL;
+        val->nbytes = 0;
+    }
+}
+
 static int cmp_op(const void *x, const void *y)
 {
     return strcmp(((const vram_op_count *)x)->op, ((const vram_op_count *)y)->op);
@@ -295,6 +310,8 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     }
     if (!rc)
         rc = upload_weights(e);
+    if (!rc)
+        drop_host_constants(e);
     if (rc) {
         /* Giving memory back clears the error sentence: keep it. */
         char msg[512];

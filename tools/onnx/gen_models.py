@@ -703,6 +703,92 @@ def _mixed():
     return out
 
 
+# ---------------------------------------------------------------- real networks
+
+def he_conv_bn(b, x, cin, cout, k, stride=1, group=1, act=None, pfx="", gamma=(0.5, 1.0)):
+    """Conv (He-scaled uniform weights, no bias) + BatchNormalization (+ act),
+    as torchvision's networks have them, so that activations stay in range
+    through fifty layers of random weights."""
+    bound = float(np.sqrt(6.0 / (cin // group * k * k)))
+    w = b.weight(f"{pfx}w", [cout, cin // group, k, k], -bound, bound)
+    x = b.node("Conv", [x, w], pads=[k // 2] * 4, strides=[stride, stride], group=group)
+    x = b.node("BatchNormalization", [x, b.weight(f"{pfx}gamma", [cout], *gamma),
+                                      b.weight(f"{pfx}beta", [cout], -0.1, 0.1),
+                                      b.weight(f"{pfx}mean", [cout], -0.1, 0.1),
+                                      b.weight(f"{pfx}var", [cout], 0.9, 1.1)])
+    if act == "HardSigmoid":
+        return b.node(act, [x], alpha=1.0 / 6, beta=0.5)
+    return b.node(act, [x]) if act else x
+
+
+def fc(b, x, cin, cout, pfx):
+    bound = float(np.sqrt(1.0 / cin))
+    return b.node("Gemm", [x, b.weight(f"{pfx}w", [cout, cin], -bound, bound),
+                           b.weight(f"{pfx}b", [cout], -bound, bound)], transB=1)
+
+
+@model
+def _networks():
+    """ResNet-50 and MobileNetV3-Large as torchvision builds them (untrained:
+    seeded random weights), batch 1 at 224x224."""
+    b = Builder("net_resnet50", "ResNet-50 (torchvision v1.5 layout: stride on the 3x3 conv), random "
+                "weights, 1x3x224x224 -> 1000 logits", 13)
+    x = b.input("image", [1, 3, 224, 224])
+    x = he_conv_bn(b, x, 3, 64, 7, 2, act="Relu", pfx="stem_")
+    x = b.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for li, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]):
+        for bi in range(blocks):
+            s = stride if bi == 0 else 1
+            pfx = f"l{li + 1}b{bi}_"
+            y = he_conv_bn(b, x, cin, width, 1, act="Relu", pfx=pfx + "a_")
+            y = he_conv_bn(b, y, width, width, 3, s, act="Relu", pfx=pfx + "b_")
+            y = he_conv_bn(b, y, width, width * 4, 1, pfx=pfx + "c_", gamma=(0.1, 0.3))
+            if bi == 0:
+                x = he_conv_bn(b, x, cin, width * 4, 1, s, pfx=pfx + "down_")
+            x = b.node("Relu", [b.node("Add", [y, x])])
+            cin = width * 4
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    b.output(fc(b, x, 2048, 1000, "fc_"))
+    out = [b]
+
+    def divisible(v):
+        n = max(8, int(v + 4) // 8 * 8)
+        return n + 8 if n < 0.9 * v else n
+
+    b = Builder("net_mobilenetv3_large", "MobileNetV3-Large (torchvision layout: squeeze-excitation with "
+                "HardSigmoid, HardSwish), random weights, 1x3x224x224 -> 1000 logits", 14)
+    x = b.input("image", [1, 3, 224, 224])
+    x = he_conv_bn(b, x, 3, 16, 3, 2, act="HardSwish", pfx="stem_")
+    cfg = [(16, 3, 16, 16, 0, "Relu", 1), (16, 3, 64, 24, 0, "Relu", 2), (24, 3, 72, 24, 0, "Relu", 1),
+           (24, 5, 72, 40, 1, "Relu", 2), (40, 5, 120, 40, 1, "Relu", 1), (40, 5, 120, 40, 1, "Relu", 1),
+           (40, 3, 240, 80, 0, "HardSwish", 2), (80, 3, 200, 80, 0, "HardSwish", 1),
+           (80, 3, 184, 80, 0, "HardSwish", 1), (80, 3, 184, 80, 0, "HardSwish", 1),
+           (80, 3, 480, 112, 1, "HardSwish", 1), (112, 3, 672, 112, 1, "HardSwish", 1),
+           (112, 5, 672, 160, 1, "HardSwish", 2), (160, 5, 960, 160, 1, "HardSwish", 1),
+           (160, 5, 960, 160, 1, "HardSwish", 1)]
+    for i, (cin, k, exp, cout, se, act, stride) in enumerate(cfg):
+        pfx = f"b{i}_"
+        y = x if exp == cin else he_conv_bn(b, x, cin, exp, 1, act=act, pfx=pfx + "expand_")
+        y = he_conv_bn(b, y, exp, exp, k, stride, group=exp, act=act, pfx=pfx + "dw_")
+        if se:
+            sq = divisible(exp // 4)
+            g = b.node("GlobalAveragePool", [y])
+            g = b.node("Relu", [b.node("Conv", [g, b.weight(pfx + "se1_w", [sq, exp, 1, 1], -0.3, 0.3),
+                                               b.weight(pfx + "se1_b", [sq], -0.1, 0.1)])])
+            g = b.node("Conv", [g, b.weight(pfx + "se2_w", [exp, sq, 1, 1], -0.3, 0.3),
+                                b.weight(pfx + "se2_b", [exp], -0.1, 0.1)])
+            y = b.node("Mul", [y, b.node("HardSigmoid", [g], alpha=1.0 / 6, beta=0.5)])
+        y = he_conv_bn(b, y, exp, cout, 1, pfx=pfx + "project_", gamma=(0.2, 0.5))
+        x = b.node("Add", [y, x]) if stride == 1 and cin == cout else y
+    x = he_conv_bn(b, x, 160, 960, 1, act="HardSwish", pfx="last_")
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    x = b.node("HardSwish", [fc(b, x, 960, 1280, "fc1_")])
+    b.output(fc(b, x, 1280, 1000, "fc2_"))
+    out.append(b)
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: /usr/bin/python3 tools/onnx/gen_models.py OUTDIR")

@@ -184,9 +184,28 @@ static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, con
     return rc ? cli_lib_error("model run", rc) : 0;
 }
 
+/* mkdir -p: the directory and any missing parent. */
+static int make_dirs(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
+}
+
 static int write_outputs(const vram_engine *e, vram_context *ctx, const char *dir)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST) {
+    if (make_dirs(dir)) {
         fprintf(stderr, "vramkit model run: cannot create %s: %s\n", dir, strerror(errno));
         return 1;
     }
