@@ -479,8 +479,13 @@ int vram__sx_resize(vram__sx *c)
         for (int i = 0; i < n; i++) {
             if (!(scales[i] > 0))
                 return vram__sx_fail(c, VRAM_EINVAL, "scale %d is %g", i, scales[i]);
-            /* floor(input * scale), computed in float as ONNX does */
-            y.dim[ax[i]] = (int64_t)floorf((float)x->shape.dim[ax[i]] * (float)scales[i]);
+            /* floor(input * scale), computed in float as ONNX does; a hostile
+             * scale must not overflow the conversion */
+            float f = floorf((float)x->shape.dim[ax[i]] * (float)scales[i]);
+            if (!(f <= (float)(INT64_C(1) << 40)))
+                return vram__sx_fail(c, VRAM_EINVAL, "scale %d (%g) makes axis %d of %lld elements %g",
+                                     i, scales[i], ax[i], (long long)x->shape.dim[ax[i]], (double)f);
+            y.dim[ax[i]] = (int64_t)f;
         }
         return vram__sx_set(c, 0, x->dtype, &y);
     }
@@ -507,8 +512,13 @@ int vram__sx_resize(vram__sx *c)
         if (!isfinite(scale))
             return vram__sx_fail(c, VRAM_EINVAL, "input '%s' %s has an empty axis to keep the aspect of",
                                  x->name, vram__sx_dims(&x->shape).s);
-        for (int i = 0; i < n; i++)
-            y.dim[ax[i]] = (int64_t)floor(scale * (double)x->shape.dim[ax[i]] + 0.5);
+        for (int i = 0; i < n; i++) {
+            double f = floor(scale * (double)x->shape.dim[ax[i]] + 0.5);
+            if (!(f <= (double)(INT64_C(1) << 40)))
+                return vram__sx_fail(c, VRAM_EINVAL, "sizes make axis %d of %lld elements %g", ax[i],
+                                     (long long)x->shape.dim[ax[i]], f);
+            y.dim[ax[i]] = (int64_t)f;
+        }
     }
     return vram__sx_set(c, 0, x->dtype, &y);
 }

@@ -1009,6 +1009,13 @@ static void test_pad_resize(void **state)
     floats("scales", 2, (float[]){2, 2});
     node("Resize", "rs", "x,,scales", "y");
     infer_fails(1, VRAM_EINVAL, "scales has 2 entries for 4 axes");
+    /* A hostile scale: refused with the numbers, not converted past int64
+     * (found by fuzz_engine). */
+    reset(13);
+    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 5, 5));
+    floats("scales", 4, (float[]){1, 4.5e30f, 1, 1});
+    node("Resize", "rs", "x,,scales", "y");
+    infer_fails(1, VRAM_EINVAL, "makes axis 1 of 2 elements");
 }
 
 static void test_shape_gather_cast_constants(void **state)
