@@ -44,6 +44,10 @@ uint64_t vram__now_ns(void);
 /* Host allocation that records VRAM_EHOSTMEM on failure (returns NULL). */
 void *vram__calloc(size_t n, size_t size);
 void *vram__realloc_array(void *ptr, size_t n, size_t size);
+/* Read the whole file at `path` into a malloc'd buffer (*buf, *len bytes;
+ * free it). Errors name `what` (e.g. the path): VRAM_EIO "cannot open/read
+ * <what>: <strerror>", VRAM_EHOSTMEM. */
+int vram__read_file(const char *path, const char *what, void **buf, size_t *len);
 char *vram__strdup(const char *s);
 
 /* Make room for one more element in a growable array (`arr`, with *cap

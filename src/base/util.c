@@ -1,11 +1,13 @@
 /* src/base/util.c - small helpers: byte formatting and parsing, the monotonic
- * clock, checked host allocation, and the stdio writer. */
+ * clock, checked host allocation, reading a whole file, and the stdio
+ * writer. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "internal.h"
@@ -172,4 +174,54 @@ double vram__median_u64(uint64_t *v, unsigned n)
         return 0.0;
     qsort(v, n, sizeof *v, cmp_u64);
     return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+}
+
+int vram__read_file(const char *path, const char *what, void **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vram__fail(VRAM_EIO, "cannot open %s: %s", what, strerror(errno));
+    /* A regular file's size is a good first guess; pipes and the like grow
+     * the buffer as they go. One byte more than the size lets the loop see
+     * the end of file without growing. */
+    size_t cap = 64 * 1024;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+        (uint64_t)st.st_size < SIZE_MAX)
+        cap = (size_t)st.st_size + 1;
+    unsigned char *buf = vram__realloc_array(NULL, cap, 1);
+    size_t n = 0;
+    int rc = buf ? 0 : VRAM_EHOSTMEM;
+    while (rc == 0) {
+        if (n == cap) {
+            if (cap > SIZE_MAX / 2) {
+                rc = vram__fail(VRAM_EHOSTMEM, "%s is too large to read", what);
+                break;
+            }
+            unsigned char *p = vram__realloc_array(buf, cap * 2, 1);
+            if (!p) {
+                rc = VRAM_EHOSTMEM;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            if (ferror(f))
+                rc = vram__fail(VRAM_EIO, "cannot read %s: %s", what, strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
 }

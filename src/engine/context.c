@@ -148,26 +148,21 @@ int vram_context_set_batch(vram_context *c, int64_t batch)
 
 int64_t vram_context_batch(const vram_context *c) { return c ? c->var->batch : 0; }
 
-static int desc_at_batch(const vram_context *c, int v, vram_tensor_desc *out)
-{
-    const vram__shape *s = &c->var->shape[v];
-    *out = (vram_tensor_desc){.name = c->e->g.values[v].name, .dtype = c->e->g.values[v].dtype,
-                              .rank = s->rank};
-    for (int d = 0; d < s->rank && d < 8; d++)
-        out->dims[d] = s->dim[d];
-    return 0;
-}
 
 int vram_context_input_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
 {
     if (!c || !out || i >= (size_t)c->e->g.n_inputs)
         return vram__fail(VRAM_EINVAL, "input %zu of %d", i, c ? c->e->g.n_inputs : 0);
-    return desc_at_batch(c, c->e->g.inputs[i], out);
+    int v = c->e->g.inputs[i];
+    vram__tensor_desc(&c->e->g.values[v], &c->var->shape[v], out);
+    return 0;
 }
 
 int vram_context_output_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
 {
     if (!c || !out || i >= (size_t)c->e->g.n_outputs)
         return vram__fail(VRAM_EINVAL, "output %zu of %d", i, c ? c->e->g.n_outputs : 0);
-    return desc_at_batch(c, c->e->g.outputs[i], out);
+    int v = c->e->g.outputs[i];
+    vram__tensor_desc(&c->e->g.values[v], &c->var->shape[v], out);
+    return 0;
 }

@@ -66,14 +66,13 @@ static int make_pool(vram_engine *e)
     return 0;
 }
 
-/* Bytes of a value at the engine's batch. */
-static int value_bytes(const vram__value *v, uint64_t *out)
+int vram__value_bytes(const vram__value *v, const vram__shape *s, uint64_t *out)
 {
-    int64_t n = vram__shape_elems(&v->shape);
+    int64_t n = vram__shape_elems(s);
     size_t es = vram__dtype_size(v->dtype);
     if (n < 0 || !es)
         return vram__fail(VRAM_EINVAL, "tensor '%s' has no known size (%s, rank %d)", v->name,
-                          vram__dtype_name(v->dtype), v->shape.rank);
+                          vram__dtype_name(v->dtype), s->rank);
     if ((uint64_t)n > UINT64_MAX / es)
         return vram__fail(VRAM_EINVAL, "tensor '%s' is too large", v->name);
     *out = (uint64_t)n * es;
@@ -121,7 +120,7 @@ static int place_and_plan(vram_engine *e)
                                                                    VRAM__VALUE_OUTPUT));
         if (!used)
             continue;
-        rc = value_bytes(val, &e->place[v].bytes);
+        rc = vram__value_bytes(val, &val->shape, &e->place[v].bytes);
         if (rc)
             break;
         if (val->flags & VRAM__VALUE_INPUT) {
@@ -302,12 +301,13 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
         rc = place_and_plan(e);
     if (!rc)
         rc = vram__variants_build(e, bytes, len);
-    if (!rc) {
-        uint64_t ws = vram__exec_cpu_workspace(e, &e->var[e->n_var - 1]);
+    for (int i = 0; !rc && i < e->n_var; i++) { /* one workspace serves every batch */
+        uint64_t ws = vram__exec_cpu_workspace(e, &e->var[i]);
         if (ws > e->workspace_bytes)
             e->workspace_bytes = ws;
-        rc = count_ops(e);
     }
+    if (!rc)
+        rc = count_ops(e);
     if (!rc)
         rc = upload_weights(e);
     if (!rc)
@@ -328,32 +328,11 @@ int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine
     if (!path || !out)
         return vram__fail(VRAM_EINVAL, "vram_engine_load: path and out are required");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return vram__fail(VRAM_EIO, "cannot open model '%s': %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 1 << 20;
-            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!nb) {
-                rc = vram__fail(VRAM_EHOSTMEM, "reading model '%s': out of host memory", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = vram__fail(VRAM_EIO, "reading model '%s': %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
+    char what[4200];
+    snprintf(what, sizeof what, "model '%s'", path);
+    void *buf;
+    size_t len;
+    int rc = vram__read_file(path, what, &buf, &len);
     if (!rc) {
         rc = vram_engine_load_bytes(buf, len, opts, out);
         if (rc)
@@ -376,27 +355,29 @@ int vram_engine_destroy(vram_engine *e)
 size_t vram_engine_input_count(const vram_engine *e) { return e ? (size_t)e->g.n_inputs : 0; }
 size_t vram_engine_output_count(const vram_engine *e) { return e ? (size_t)e->g.n_outputs : 0; }
 
-static int describe(const vram_engine *e, int v, vram_tensor_desc *out)
+void vram__tensor_desc(const vram__value *v, const vram__shape *s, vram_tensor_desc *out)
 {
-    const vram__value *val = &e->g.values[v];
-    *out = (vram_tensor_desc){.name = val->name, .dtype = val->dtype, .rank = val->shape.rank};
-    for (int d = 0; d < val->shape.rank && d < 8; d++)
-        out->dims[d] = val->shape.dim[d];
-    return 0;
+    *out = (vram_tensor_desc){.name = v->name, .dtype = v->dtype, .rank = s->rank};
+    for (int d = 0; d < s->rank && d < 8; d++)
+        out->dims[d] = s->dim[d];
 }
 
 int vram_engine_input(const vram_engine *e, size_t i, vram_tensor_desc *out)
 {
     if (!e || !out || i >= (size_t)e->g.n_inputs)
         return vram__fail(VRAM_EINVAL, "input %zu of %d", i, e ? e->g.n_inputs : 0);
-    return describe(e, e->g.inputs[i], out);
+    const vram__value *v = &e->g.values[e->g.inputs[i]];
+    vram__tensor_desc(v, &v->shape, out);
+    return 0;
 }
 
 int vram_engine_output(const vram_engine *e, size_t i, vram_tensor_desc *out)
 {
     if (!e || !out || i >= (size_t)e->g.n_outputs)
         return vram__fail(VRAM_EINVAL, "output %zu of %d", i, e ? e->g.n_outputs : 0);
-    return describe(e, e->g.outputs[i], out);
+    const vram__value *v = &e->g.values[e->g.outputs[i]];
+    vram__tensor_desc(v, &v->shape, out);
+    return 0;
 }
 
 int vram_engine_memory_get(const vram_engine *e, vram_engine_memory *out)

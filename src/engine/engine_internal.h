@@ -149,6 +149,11 @@ struct vram_context {
     void **ptr; /* per value: where it is during a run (NULL: unused) */
 };
 
+/* engine.c: a value's bytes at shape s (VRAM_EINVAL naming it if the size
+ * is unknown), and its public description at shape s. */
+int vram__value_bytes(const vram__value *v, const vram__shape *s, uint64_t *out);
+void vram__tensor_desc(const vram__value *v, const vram__shape *s, vram_tensor_desc *out);
+
 /* Does step st read input k of its node when it runs? Inputs that only set
  * parameters (a Reshape's shape, a Slice's starts, a Resize's scales, a
  * Clip's bounds...) are read at load and need no memory at run time. */

@@ -521,48 +521,12 @@ int vram__npy_read(const char *path, vram__npy *out)
     memset(out, 0, sizeof *out);
     if (!path || !*path)
         return vram__fail(VRAM_EINVAL, "vram__npy_read: no path");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return vram__fail(VRAM_EIO, "cannot open %s: %s", path, strerror(errno));
-
-    /* A regular file's size is a good first guess; pipes and the like grow
-     * the buffer as they go. One byte more than the size lets the loop see
-     * the end of file without growing. */
-    size_t cap = 64 * 1024;
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
-        (uint64_t)st.st_size < SIZE_MAX)
-        cap = (size_t)st.st_size + 1;
-    unsigned char *buf = vram__realloc_array(NULL, cap, 1);
-    size_t n = 0;
-    int rc = buf ? 0 : VRAM_EHOSTMEM;
-    while (rc == 0) {
-        if (n == cap) {
-            if (cap > SIZE_MAX / 2) {
-                rc = vram__fail(VRAM_EHOSTMEM, "%s is too large to read", path);
-                break;
-            }
-            unsigned char *p = vram__realloc_array(buf, cap * 2, 1);
-            if (!p) {
-                rc = VRAM_EHOSTMEM;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f))
-                rc = vram__fail(VRAM_EIO, "cannot read %s: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (rc < 0) {
-        free(buf);
+    void *bytes;
+    size_t n;
+    int rc = vram__read_file(path, path, &bytes, &n);
+    if (rc)
         return rc;
-    }
+    unsigned char *buf = bytes;
 
     size_t off = 0;
     vram__npy meta;

@@ -44,11 +44,9 @@ static int snapshot(const vram_engine *e, const vram__graph *g, vram__variant *v
         v->shape[i] = g->values[i].shape;
         if (e->place[i].loc == VRAM__LOC_NONE)
             continue;
-        int64_t n = vram__shape_elems(&g->values[i].shape);
-        if (n < 0)
-            return vram__fail(VRAM_EINVAL, "tensor '%s' has no known size at batch %lld",
-                              g->values[i].name, (long long)v->batch);
-        v->bytes[i] = (uint64_t)n * vram__dtype_size(g->values[i].dtype);
+        int rc = vram__value_bytes(&g->values[i], &g->values[i].shape, &v->bytes[i]);
+        if (rc)
+            return vram__fail_prefix(rc, "at batch %lld: ", (long long)v->batch);
     }
     return 0;
 }
@@ -118,11 +116,6 @@ static int build_one(vram_engine *e, const void *bytes, size_t len, int64_t b, v
     }
     if (!rc)
         rc = check_sizes(e, &t, v);
-    if (!rc) {
-        uint64_t ws = vram__exec_cpu_workspace(e, v);
-        if (ws > e->workspace_bytes)
-            e->workspace_bytes = ws;
-    }
     for (int i = 0; t.steps && i < t.n_steps; i++)
         free(t.steps[i].split_sizes);
     free(t.steps);
