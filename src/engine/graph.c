@@ -45,14 +45,21 @@ int64_t vram__shape_elems(const vram__shape *s)
 {
     if (s->rank < 0 || s->rank > VRAM__MAX_RANK)
         return -1;
+    /* An unknown dimension first, then any 0 (whatever the others are, in
+     * any order), then the product, which must not overflow. */
+    int zero = 0;
+    for (int i = 0; i < s->rank; i++) {
+        if (s->dim[i] < 0)
+            return -1;
+        zero |= s->dim[i] == 0;
+    }
+    if (zero)
+        return 0;
     int64_t n = 1;
     for (int i = 0; i < s->rank; i++) {
-        int64_t d = s->dim[i];
-        if (d < 0)
+        if (n > INT64_MAX / s->dim[i])
             return -1;
-        if (d != 0 && n > INT64_MAX / d)
-            return -1;
-        n *= d;
+        n *= s->dim[i];
     }
     return n;
 }

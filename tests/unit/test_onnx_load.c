@@ -399,6 +399,10 @@ static void test_dtypes_and_shapes(void **state)
     assert_int_equal(vram__shape_elems(&s), -1);
     s.dim[1] = (INT64_C(1) << 31) - 1;
     assert_int_equal(vram__shape_elems(&s), (INT64_C(1) << 32) * ((INT64_C(1) << 31) - 1));
+    /* A 0 makes 0 even after dimensions whose product overflows (as the
+     * .npy reader counts; found by fuzz_npy). */
+    s = (vram__shape){.rank = 3, .dim = {INT64_C(1) << 40, INT64_C(1) << 40, 0}};
+    assert_int_equal(vram__shape_elems(&s), 0);
     s.rank = -1;
     assert_int_equal(vram__shape_elems(&s), -1);
     s.rank = VRAM__MAX_RANK + 1;
