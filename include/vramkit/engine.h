@@ -8,8 +8,12 @@
  * exists, running it allocates nothing.
  *
  * Executors: "cpu", the plain-C reference (memory from a pool on the `host`
- * backend). Errors follow the library's model: 0 or a negative VRAM_E*
- * code, with the sentence in vram_last_error(). */
+ * backend), and "cuda" (memory from a pool on a GPU backend: cuda,
+ * cuda_async or vmm): convolutions through cuDNN, matrix products through
+ * cuBLAS (both opened at run time), everything else on vramkit's own
+ * kernels, each context on its own stream of the device the pool uses.
+ * Errors follow the library's model: 0 or a negative VRAM_E* code, with the
+ * sentence in vram_last_error(). */
 #ifndef VRAMKIT_ENGINE_H
 #define VRAMKIT_ENGINE_H
 
@@ -26,26 +30,39 @@ extern "C" {
 typedef struct vram_engine vram_engine;
 typedef struct vram_context vram_context;
 
+/* vram_engine_opts.workspace_limit: the executor's default (cpu 256 KiB,
+ * cuda 64 MiB). */
+#define VRAM_ENGINE_WORKSPACE_DEFAULT UINT64_MAX
+
 typedef struct vram_engine_opts {
-    const char *executor; /* "cpu" (the default) */
+    const char *executor; /* "cpu" (the default) or "cuda" */
     int64_t batch;        /* the largest batch the engine serves, for inputs whose
                              first dimension is symbolic or unknown (contexts run
                              at it, or at any smaller one: vram_context_set_batch);
                              memory is planned for it; 0: 1 */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
-                             the engine makes its own on the host backend. The
-                             pool must outlive the engine. */
+                             the engine makes its own (cpu: host backend; cuda:
+                             cuda backend on device VRAM_DEVICE). The pool must
+                             outlive the engine. */
     uint64_t alignment;   /* of every tensor in the arena; 0: 256 */
     vram_owner owner;     /* whose budget the engine's and its contexts' memory
                              counts against (VRAM_OWNER_DEFAULT: none) */
-    uint64_t workspace_limit; /* scratch the convolutions may use per context
-                             (im2col tiles as long as it allows; below one
-                             column they run as direct loops, slower). Default
-                             256 KiB; 0: none */
+    uint64_t workspace_limit; /* scratch the convolutions may use per context.
+                             cpu: im2col tiles as long as it allows (below one
+                             column they run as direct loops, slower); cuda:
+                             each convolution runs cuDNN's fastest algorithm
+                             (by its heuristics) that fits, and cuBLAS gets
+                             what is left of it, up to 4 MiB. 0: none;
+                             VRAM_ENGINE_WORKSPACE_DEFAULT: the executor's */
+    int tf32;             /* cuda: let cuDNN and cuBLAS use TF32 tensor cores
+                             (10-bit mantissa products); 0: exact FP32 */
+    int graphs;           /* cuda: capture a context's run into a CUDA graph the
+                             first time it runs at a batch, and replay the graph
+                             afterwards (destroyed with the context) */
 } vram_engine_opts;
 
-/* Defaults: executor "cpu", batch 1, own pool, alignment 256, workspace
- * limit 256 KiB. */
+/* Defaults: executor "cpu", batch 1, own pool, alignment 256, the
+ * executor's workspace limit, exact FP32, no graphs. */
 int vram_engine_opts_init(vram_engine_opts *opts);
 
 /* Load an ONNX model from a file or from memory. VRAM_EPARSE for a
@@ -124,11 +141,19 @@ int64_t vram_context_batch(const vram_context *ctx);
 /* Input or output i's name, type and shape at the context's batch. */
 int vram_context_input_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
 int vram_context_output_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
-/* Run the model. Allocates nothing. */
+/* Run the model and wait for it. Allocates nothing. cuda: a value in the
+ * data that makes a step invalid (a Gather index out of range, an integer
+ * division by zero) is VRAM_EINVAL naming the step, found after the run. */
 int vram_context_run(vram_context *ctx);
-/* Output i after a run: a pointer into the context's binding, valid until the
- * next run or destroy, and its byte count. */
+/* Output i after a run: a pointer into the context's binding (device memory
+ * for the cuda executor), valid until the next run or destroy, and its byte
+ * count. */
 int vram_context_output(vram_context *ctx, size_t i, const void **data, size_t *bytes);
+/* Copy output i after a run into host memory: `bytes` must be its size at
+ * the context's batch (the message gives it). */
+int vram_context_read_output(vram_context *ctx, size_t i, void *dst, size_t bytes);
+/* The stream a cuda context runs on (NULL for the cpu executor). */
+vram_stream vram_context_stream(const vram_context *ctx);
 
 #ifdef __cplusplus
 }

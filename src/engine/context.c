@@ -12,6 +12,8 @@
 static void context_free(vram_context *c)
 {
     vram_engine *e = c->e;
+    if (c->ex_state)
+        e->ex->context_fini(c);
     void *blocks[] = {c->arena, c->io, c->workspace};
     for (size_t i = 0; i < 3; i++)
         if (blocks[i])
@@ -49,13 +51,9 @@ int vram_context_create(vram_engine *e, vram_context **out)
         rc = take(e, e->io_bytes, VRAM_KIND_IO, "bindings", &c->io);
     if (!rc)
         rc = take(e, e->workspace_bytes, VRAM_KIND_WORKSPACE, "workspace", &c->workspace);
-    if (rc) {
-        char msg[512]; /* giving memory back clears the error sentence */
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
-        context_free(c);
-        return vram__fail(rc, "%s", msg);
-    }
-    for (int v = 0; v < e->g.n_values; v++) {
+    if (!rc)
+        rc = e->ex->context_init(c);
+    for (int v = 0; !rc && v < e->g.n_values; v++) {
         const vram__placement *pl = &e->place[v];
         switch (pl->loc) {
         case VRAM__LOC_WEIGHTS:
@@ -65,16 +63,19 @@ int vram_context_create(vram_engine *e, vram_context **out)
             c->ptr[v] = (char *)c->arena + pl->offset;
             break;
         case VRAM__LOC_INPUT:
-        case VRAM__LOC_OUTPUT:
+        case VRAM__LOC_OUTPUT: /* a constant output is written once; the rest start at 0 */
             c->ptr[v] = (char *)c->io + pl->offset;
-            if (e->g.values[v].data) /* a constant output: written once */
-                memcpy(c->ptr[v], e->g.values[v].data, (size_t)pl->bytes);
-            else
-                memset(c->ptr[v], 0, (size_t)pl->bytes);
+            rc = e->ex->copy_in(e, c, c->ptr[v], e->g.values[v].data, (size_t)pl->bytes);
             break;
         default:
             break;
         }
+    }
+    if (rc) {
+        char msg[512]; /* giving memory back clears the error sentence */
+        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        context_free(c);
+        return vram__fail(rc, "%s", msg);
     }
     e->contexts++;
     *out = c;
@@ -103,16 +104,14 @@ int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t b
         return vram__fail(VRAM_EINVAL, "input '%s' takes %llu bytes (%s, batch %lld), not %zu",
                           e->g.values[v].name, (unsigned long long)c->var->bytes[v],
                           vram__dtype_name(e->g.values[v].dtype), (long long)c->var->batch, bytes);
-    if (bytes)
-        memcpy(c->ptr[v], data, bytes);
-    return 0;
+    return bytes ? e->ex->copy_in(c->e, c, c->ptr[v], data, bytes) : 0;
 }
 
 int vram_context_run(vram_context *c)
 {
     if (!c)
         return vram__fail(VRAM_EINVAL, "vram_context_run: context is NULL");
-    return vram__exec_cpu(c);
+    return c->e->ex->run(c);
 }
 
 int vram_context_output(vram_context *c, size_t i, const void **data, size_t *bytes)
@@ -127,6 +126,22 @@ int vram_context_output(vram_context *c, size_t i, const void **data, size_t *by
     *data = c->ptr[v];
     *bytes = (size_t)c->var->bytes[v];
     return 0;
+}
+
+int vram_context_read_output(vram_context *c, size_t i, void *dst, size_t bytes)
+{
+    const void *src;
+    size_t n;
+    int rc = vram_context_output(c, i, &src, &n);
+    if (rc)
+        return rc;
+    if (!dst && bytes)
+        return vram__fail(VRAM_EINVAL, "vram_context_read_output: dst is NULL");
+    if (bytes != n)
+        return vram__fail(VRAM_EINVAL, "output '%s' has %zu bytes (batch %lld), not %zu",
+                          c->e->g.values[c->e->g.outputs[i]].name, n, (long long)c->var->batch,
+                          bytes);
+    return n ? c->e->ex->copy_out(c, dst, src, n) : 0;
 }
 
 int vram_context_set_batch(vram_context *c, int64_t batch)
@@ -166,3 +181,5 @@ int vram_context_output_desc(const vram_context *c, size_t i, vram_tensor_desc *
     vram__tensor_desc(&c->e->g.values[v], &c->var->shape[v], out);
     return 0;
 }
+
+vram_stream vram_context_stream(const vram_context *c) { return c ? c->stream : NULL; }

@@ -19,7 +19,7 @@ int vram_engine_opts_init(vram_engine_opts *o)
     if (!o)
         return vram__fail(VRAM_EINVAL, "vram_engine_opts_init: opts is NULL");
     *o = (vram_engine_opts){.executor = "cpu", .batch = 1, .alignment = 256,
-                            .workspace_limit = 256u << 10};
+                            .workspace_limit = VRAM_ENGINE_WORKSPACE_DEFAULT};
     return 0;
 }
 
@@ -29,6 +29,8 @@ static void engine_free(vram_engine *e)
 {
     if (!e)
         return;
+    if (e->ex_state)
+        e->ex->engine_fini(e);
     if (e->weights)
         vram_pool_free(e->pool, e->weights, NULL);
     for (int i = 0; i < e->n_steps; i++)
@@ -48,7 +50,7 @@ static void engine_free(vram_engine *e)
 static int make_pool(vram_engine *e)
 {
     vram_backend_opts bo = {0};
-    int rc = vram_backend_create("host", &bo, &e->own_backend);
+    int rc = vram_backend_create(e->ex->own_backend, &bo, &e->own_backend);
     if (rc)
         return rc;
     vram_pool_opts po;
@@ -197,11 +199,11 @@ static int upload_weights(vram_engine *e)
     if (rc)
         return vram__fail_prefix(rc, "uploading %llu bytes of weights: ",
                                  (unsigned long long)e->weights_bytes);
-    for (int v = 0; v < e->g.n_values; v++)
+    for (int v = 0; !rc && v < e->g.n_values; v++)
         if (e->place[v].loc == VRAM__LOC_WEIGHTS)
-            memcpy((char *)e->weights + e->place[v].offset, e->g.values[v].data,
-                   (size_t)e->place[v].bytes);
-    return 0;
+            rc = e->ex->copy_in(e, NULL, (char *)e->weights + e->place[v].offset, e->g.values[v].data,
+                                (size_t)e->place[v].bytes);
+    return rc;
 }
 
 /* Once the weights are in the pool and every batch is built, the graph's
@@ -256,8 +258,16 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
         o = *opts;
     if (!o.executor)
         o.executor = "cpu";
-    if (strcmp(o.executor, "cpu"))
-        return vram__fail(VRAM_ENOSYS, "executor '%s' is not available (cpu is)", o.executor);
+    const vram__exec_ops *ex = NULL;
+    if (!strcmp(o.executor, "cpu"))
+        ex = &vram__exec_cpu_ops;
+    else if (!strcmp(o.executor, "cuda") && !(ex = vram__exec_cuda_ops()))
+        return vram__fail(VRAM_ENOSYS, "executor 'cuda' is not available: %s", vram_last_error());
+    if (!ex)
+        return vram__fail(VRAM_EINVAL, "executor '%s' does not exist (cpu and cuda do)",
+                          o.executor);
+    if (o.workspace_limit == VRAM_ENGINE_WORKSPACE_DEFAULT)
+        o.workspace_limit = ex->workspace_default;
     if (o.batch <= 0)
         o.batch = 1;
     if (!o.alignment)
@@ -268,6 +278,9 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     vram_engine *e = vram__calloc(1, sizeof *e);
     if (!e)
         return VRAM_EHOSTMEM;
+    e->ex = ex;
+    e->tf32 = o.tf32 != 0;
+    e->graphs = o.graphs != 0;
     e->batch = o.batch;
     e->alignment = o.alignment;
     e->owner = o.owner;
@@ -275,10 +288,10 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     int rc = 0;
     if (o.pool) {
         e->pool = o.pool;
-        if (strcmp(vram_backend_name(vram_pool_backend(o.pool)), "host"))
-            rc = vram__fail(VRAM_EINVAL,
-                            "the cpu executor needs a pool on the host backend, not '%s'",
-                            vram_backend_name(vram_pool_backend(o.pool)));
+        const char *bname = vram_backend_name(vram_pool_backend(o.pool));
+        if (!ex->backend_ok(bname))
+            rc = vram__fail(VRAM_EINVAL, "the %s executor cannot use a pool on the '%s' backend",
+                            ex->name, bname);
     } else {
         rc = make_pool(e);
         if (!rc && e->owner != VRAM_OWNER_DEFAULT)
@@ -301,11 +314,8 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
         rc = place_and_plan(e);
     if (!rc)
         rc = vram__variants_build(e, bytes, len);
-    for (int i = 0; !rc && i < e->n_var; i++) { /* one workspace serves every batch */
-        uint64_t ws = vram__exec_cpu_workspace(e, &e->var[i]);
-        if (ws > e->workspace_bytes)
-            e->workspace_bytes = ws;
-    }
+    if (!rc)
+        rc = ex->engine_init(e);
     if (!rc)
         rc = count_ops(e);
     if (!rc)

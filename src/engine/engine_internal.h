@@ -114,7 +114,41 @@ typedef struct vram__placement {
     uint64_t bytes;
 } vram__placement;
 
+/* An executor: how an engine's memory is filled and read, and how a
+ * context runs. "cpu" (exec_cpu.c) works on host memory; "cuda"
+ * (cuda/exec_cuda.c) on device memory with cuDNN, cuBLAS and vramkit's
+ * kernels. Copies are synchronous: when they return, the bytes are there. */
+typedef struct vram__exec_ops {
+    const char *name;
+    const char *own_backend;    /* of the pool an engine makes when given none */
+    uint64_t workspace_default; /* the workspace limit unless one is given */
+    /* Whether the engine's pool may be on this backend (name). */
+    int (*backend_ok)(const char *backend);
+    /* After lowering and planning, before the weights go up: set up what the
+     * steps need (descriptors, algorithms) and set e->workspace_bytes. */
+    int (*engine_init)(vram_engine *e);
+    void (*engine_fini)(vram_engine *e);
+    /* Host bytes into engine memory (c NULL) or a context's (in order with
+     * its runs), src NULL for zeros; and a context's bytes back to the host. */
+    int (*copy_in)(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n);
+    int (*copy_out)(vram_context *c, void *dst, const void *src, size_t n);
+    /* A context's own state (streams, library handles), after its memory
+     * is taken and before its bindings are filled. */
+    int (*context_init)(vram_context *c);
+    void (*context_fini)(vram_context *c);
+    /* Run every step at the context's batch, and wait for the result. */
+    int (*run)(vram_context *c);
+} vram__exec_ops;
+
+extern const vram__exec_ops vram__exec_cpu_ops;
+/* cuda/exec_cuda.c, or src/nogpu (NULL, with the reason as the last error,
+ * in a build without CUDA). */
+const vram__exec_ops *vram__exec_cuda_ops(void);
+
 struct vram_engine {
+    const vram__exec_ops *ex;
+    void *ex_state;     /* the executor's, per engine */
+    int tf32, graphs;   /* options the cuda executor reads */
     vram__graph g;
     int64_t batch;
     uint64_t alignment;
@@ -144,6 +178,8 @@ struct vram_engine {
 
 struct vram_context {
     vram_engine *e;
+    void *ex_state; /* the executor's, per context */
+    vram_stream stream; /* what it runs on (cuda) */
     const vram__variant *var; /* the batch it runs at */
     void *arena, *io, *workspace;
     void **ptr; /* per value: where it is during a run (NULL: unused) */
@@ -182,11 +218,6 @@ static inline int vram__step_reads(const vram__step *st, int k)
  * fusing BatchNormalization into a preceding Conv. Fills e->steps,
  * e->fused_bn. VRAM_ENOSYS names an operator variant the executor lacks. */
 int vram__lower(vram_engine *e, const unsigned char *folded);
-/* exec_cpu.c: run every step of a context at its batch. */
-int vram__exec_cpu(vram_context *ctx);
-/* The scratch a variant's steps can use at most (convolutions' im2col tiles
- * within the workspace limit, Resize's tables). */
-uint64_t vram__exec_cpu_workspace(const vram_engine *e, const vram__variant *v);
 /* variants.c: the engine at every batch below its largest, when its inputs'
  * batch is symbolic (the largest batch's variant made from e itself). */
 int vram__variants_build(vram_engine *e, const void *bytes, size_t len);

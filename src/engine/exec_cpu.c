@@ -124,7 +124,9 @@ static int run_step(vram_context *ctx, const vram__step *st)
 #undef IN
 }
 
-uint64_t vram__exec_cpu_workspace(const vram_engine *e, const vram__variant *v)
+/* The scratch a variant's steps can use at most (convolutions' im2col tiles
+ * within the workspace limit, Resize's tables). */
+static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v)
 {
     uint64_t most = 0;
     for (int i = 0; i < v->n_steps; i++) {
@@ -142,7 +144,7 @@ uint64_t vram__exec_cpu_workspace(const vram_engine *e, const vram__variant *v)
     return most;
 }
 
-int vram__exec_cpu(vram_context *ctx)
+static int exec_run(vram_context *ctx)
 {
     const vram_engine *e = ctx->e;
     for (int i = 0; i < ctx->var->n_steps; i++) {
@@ -155,3 +157,52 @@ int vram__exec_cpu(vram_context *ctx)
     }
     return 0;
 }
+
+static int backend_ok(const char *backend) { return !strcmp(backend, "host"); }
+
+static int engine_init(vram_engine *e)
+{
+    for (int i = 0; i < e->n_var; i++) { /* one workspace serves every batch */
+        uint64_t ws = variant_workspace(e, &e->var[i]);
+        if (ws > e->workspace_bytes)
+            e->workspace_bytes = ws;
+    }
+    return 0;
+}
+
+static void engine_fini(vram_engine *e) { (void)e; }
+
+static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n)
+{
+    (void)e;
+    (void)c;
+    if (src)
+        memcpy(dst, src, n);
+    else
+        memset(dst, 0, n);
+    return 0;
+}
+
+static int copy_out(vram_context *c, void *dst, const void *src, size_t n)
+{
+    (void)c;
+    memcpy(dst, src, n);
+    return 0;
+}
+
+static int context_init(vram_context *c) { (void)c; return 0; }
+static void context_fini(vram_context *c) { (void)c; }
+
+const vram__exec_ops vram__exec_cpu_ops = {
+    .name = "cpu",
+    .own_backend = "host",
+    .workspace_default = 256u << 10,
+    .backend_ok = backend_ok,
+    .engine_init = engine_init,
+    .engine_fini = engine_fini,
+    .copy_in = copy_in,
+    .copy_out = copy_out,
+    .context_init = context_init,
+    .context_fini = context_fini,
+    .run = exec_run,
+};
