@@ -131,3 +131,10 @@ int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
     *granularity = g->granularity;
     return 0;
 }
+
+vram_device *vram__backend_gpu_device(const vram_backend *b)
+{
+    if (!b || !vram_backend_is_gpu(vram_backend_name(b)))
+        return NULL;
+    return ((const vram__gpu_backend *)b->self)->dev;
+}

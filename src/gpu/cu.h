@@ -39,7 +39,12 @@
     X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuStreamQuery, 2000)              \
     X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                     \
     X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuGetErrorName, 6000)                 \
-    X(cuGetErrorString, 6000)
+    X(cuGetErrorString, 6000) X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000)               \
+    X(cuModuleGetFunction, 2000) X(cuLaunchKernel, 4000) X(cuMemcpyHtoDAsync, 3020)           \
+    X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD8Async, 3020)            \
+    X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)                               \
+    X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000)                             \
+    X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000) X(cuEventElapsedTime, 12080)
 
 /* cuda.h maps names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2), so a
  * member named after the function has the prototype callers compile against. */

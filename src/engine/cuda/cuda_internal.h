@@ -1,0 +1,73 @@
+/* src/engine/cuda/cuda_internal.h - the cuda executor's state: per engine,
+ * the kernels' module and, for every batch variant, what each convolution
+ * and matrix product was planned to run with (cuDNN descriptors and
+ * algorithm, cuBLAS shapes); per context, its stream, library handles, the
+ * error word and the CUDA graphs captured from its runs. */
+#ifndef VRAM_ENGINE_CUDA_INTERNAL_H
+#define VRAM_ENGINE_CUDA_INTERNAL_H
+
+#include "cuk.h"
+#include "dnn.h"
+#include "engine/engine_internal.h"
+
+/* A convolution as cuDNN runs it. With unequal pads on an axis the input is
+ * first copied, zero-padded, to the workspace's start (pad_bytes) and cuDNN
+ * pads nothing; cuDNN's own workspace follows. */
+typedef struct vram__cuda_conv {
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionFwdAlgo_t algo;
+    uint64_t algo_bytes; /* cuDNN's workspace */
+    uint64_t pad_bytes;  /* the padded copy of the input, 0 if none */
+} vram__cuda_conv;
+
+/* A matrix product as cuBLAS runs it: `count` products of (m x k)(k x n),
+ * operands advancing by stride_a / stride_b (0: broadcast) per product;
+ * MatMul batches whose broadcast is not one stride per operand go product by
+ * product with their offsets computed (per_batch). */
+typedef struct vram__cuda_gemm {
+    int trans_a, trans_b;
+    int64_t m, n, k, count, stride_a, stride_b;
+    int per_batch;
+} vram__cuda_gemm;
+
+typedef struct vram__cuda_step {
+    int kind; /* 0: our kernels; 1: conv; 2: gemm/matmul */
+    union {
+        vram__cuda_conv conv;
+        vram__cuda_gemm gemm;
+    } u;
+} vram__cuda_step;
+
+typedef struct vram__cuda_engine {
+    vram_device *dev;
+    vram__cuk *cuk;
+    vram__cuda_step **steps; /* [variant][step] */
+    int n_var;
+    int *may_fail;           /* per variant: a step can set the error word */
+    uint64_t cublas_bytes;   /* of the workspace, for cuBLAS */
+    uint64_t err_offset;     /* of the error word in the workspace */
+    int has_gemm;
+} vram__cuda_engine;
+
+typedef struct vram__cuda_context {
+    CUstream stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    vram__cuk_error *err;       /* device: in the workspace */
+    CUgraphExec *graph;         /* per variant, captured on its first run */
+} vram__cuda_context;
+
+/* cuda_steps.c: plan step `index` of variant v (descriptors, algorithm under
+ * the workspace limit) with the planning handle; free what a plan holds;
+ * enqueue a planned convolution or matrix product. */
+int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v, int index,
+                         vram__cuda_step *out);
+void vram__cuda_step_free(vram__cuda_step *s);
+int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
+                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *p);
+int vram__cuda_gemm_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
+                        const vram_context *ctx, const vram__step *st, const vram__cuda_gemm *p);
+
+#endif

@@ -1,0 +1,346 @@
+/* src/engine/cuda/cuk_steps.c - the host side of the engine's CUDA kernels,
+ * part two: vram__cuk_step, which turns one step of a context's variant into
+ * a parameter block (cuk_params.h) and launches its kernel; the arithmetic
+ * steps are here, the data-movement ones in cuk_move.c. Inputs and shapes
+ * are resolved as exec_cpu.c does (x = ptr[st->x], y = ptr[st->y], the
+ * node's other inputs through node->in, shapes from the variant), and every
+ * check the CPU kernel makes at run time is made here first, with the CPU's
+ * message. Broadcasting operands are handed over with as few axes as the
+ * strides allow ([N,C,H,W] + [1,C,1,1] runs as [N,C,H*W]). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuk_internal.h"
+
+/* ---- broadcasting ---------------------------------------------------------- */
+
+/* Element strides of operand s seen through the output shape ys (s aligned
+ * to the right, as NumPy): 0 on the axes s broadcasts along. */
+static void bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int i = ys->rank - 1; i >= 0; i--) {
+        int is = i - (ys->rank - s->rank);
+        int64_t d = is >= 0 ? s->dim[is] : 1;
+        st[i] = (d == 1 && ys->dim[i] != 1) ? 0 : acc;
+        acc *= d;
+    }
+}
+
+/* elem.c's check: ys must be the broadcast of as and bs, every dimension known. */
+static int check_bcast(const char *what, const vram__shape *as, const vram__shape *bs,
+                       const vram__shape *ys)
+{
+    char s1[160], s2[160], s3[160];
+    vram__shape t;
+    int rc = vram__broadcast_shape(as, bs, &t);
+    if (rc)
+        return vram__fail_prefix(rc, "%s: ", what);
+    int same = t.rank == ys->rank;
+    for (int i = 0; same && i < t.rank; i++)
+        same = t.dim[i] == ys->dim[i] && t.dim[i] >= 0;
+    if (!same)
+        return vram__fail(VRAM_EINVAL, "%s: output shape %s is not the broadcast of %s and %s",
+                          what, vram__cpu_shape_fmt(ys, s1, sizeof s1),
+                          vram__cpu_shape_fmt(as, s2, sizeof s2),
+                          vram__cpu_shape_fmt(bs, s3, sizeof s3));
+    return 0;
+}
+
+static int run_binary(const vram__cuk *k, CUstream s, int kid, int op, const vram__shape *as,
+                      const void *a, const vram__shape *bs, const void *b, const vram__shape *ys,
+                      void *y, int index, vram__cuk_error *err)
+{
+    vram__cuk_binary_p p;
+    memset(&p, 0, sizeof p);
+    p.total = vram__cpu_elems(ys);
+    if (p.total <= 0)
+        return 0;
+    int64_t dim[VRAM__MAX_RANK], st[2][VRAM__MAX_RANK];
+    bcast_strides(as, ys, st[0]);
+    bcast_strides(bs, ys, st[1]);
+    for (int i = 0; i < ys->rank; i++)
+        dim[i] = ys->dim[i];
+    int r = vram__cuk_merge_axes(ys->rank, dim, 2, st);
+    p.rank = r;
+    for (int d = 0; d < r; d++) {
+        p.rdim[d] = dim[r - 1 - d];
+        p.ra[d] = st[0][r - 1 - d];
+        p.rb[d] = st[1][r - 1 - d];
+    }
+    p.b_elems = vram__cpu_elems(bs);
+    p.op = op;
+    p.step = index;
+    p.a = a;
+    p.b = b;
+    p.y = y;
+    p.err = (vram__cuk_errword *)err;
+    return vram__cuk_launch(k, kid, s, p.total, &p);
+}
+
+static const char *bin_name(int op)
+{
+    static const char *const names[] = {"Add", "Sub", "Mul", "Div"};
+    return op >= 0 && op < 4 ? names[op] : "binary op";
+}
+
+/* ---- float kernels ----------------------------------------------------------- */
+
+/* conv.c's check() for ConvTranspose. */
+static int step_convt(const vram__cuk *k, CUstream s, const vram__conv2d *c, const float *x,
+                      const float *w, const float *bias, float *y)
+{
+    if (c->n < 0 || c->c_in < 0 || c->h < 0 || c->w < 0 || c->c_out < 0 || c->oh < 0 ||
+        c->ow < 0 || c->kh < 1 || c->kw < 1 || c->stride_h < 1 || c->stride_w < 1 ||
+        c->dil_h < 1 || c->dil_w < 1 || c->pad_top < 0 || c->pad_left < 0 ||
+        c->pad_bottom < 0 || c->pad_right < 0 || c->group < 1 || c->c_in % c->group ||
+        c->c_out % c->group)
+        return vram__fail(VRAM_EINVAL,
+                          "%s: bad parameters (n %lld, c_in %lld, %lldx%lld, c_out %lld, kernel "
+                          "%lldx%lld, output %lldx%lld, strides %lld,%lld, dilations %lld,%lld, "
+                          "pads %lld,%lld,%lld,%lld, group %lld)",
+                          "ConvTranspose", (long long)c->n, (long long)c->c_in, (long long)c->h,
+                          (long long)c->w, (long long)c->c_out, (long long)c->kh,
+                          (long long)c->kw, (long long)c->oh, (long long)c->ow,
+                          (long long)c->stride_h, (long long)c->stride_w, (long long)c->dil_h,
+                          (long long)c->dil_w, (long long)c->pad_top, (long long)c->pad_left,
+                          (long long)c->pad_bottom, (long long)c->pad_right,
+                          (long long)c->group);
+    vram__cuk_convt_p p = {
+        .total = c->n * c->c_out * c->oh * c->ow, .c_in = c->c_in, .h = c->h, .w = c->w,
+        .c_out = c->c_out, .kh = c->kh, .kw = c->kw, .oh = c->oh, .ow = c->ow,
+        .stride_h = c->stride_h, .stride_w = c->stride_w, .dil_h = c->dil_h, .dil_w = c->dil_w,
+        .pad_top = c->pad_top, .pad_left = c->pad_left, .group = c->group,
+        .x = x, .wt = w, .bias = bias, .y = y};
+    return vram__cuk_launch(k, VRAM__CUK_K_convt, s, p.total, &p);
+}
+
+static int step_pool(const vram__cuk *k, CUstream s, int kid, const vram__pool2d *q,
+                     const float *x, float *y)
+{
+    vram__cuk_pool_p p = {
+        .total = q->n * q->c * q->oh * q->ow, .h = q->h, .w = q->w, .kh = q->kh, .kw = q->kw,
+        .oh = q->oh, .ow = q->ow, .stride_h = q->stride_h, .stride_w = q->stride_w,
+        .dil_h = q->dil_h, .dil_w = q->dil_w, .pad_top = q->pad_top, .pad_left = q->pad_left,
+        .pad_bottom = q->pad_bottom, .pad_right = q->pad_right,
+        .count_include_pad = q->count_include_pad, .x = x, .y = y};
+    return vram__cuk_launch(k, kid, s, p.total, &p);
+}
+
+static int step_gap(const vram__cuk *k, CUstream s, const vram__step *st, const float *x,
+                    float *y)
+{
+    vram__cuk_gap_p p = {.planes = st->p.gap.n * st->p.gap.c, .spatial = st->p.gap.spatial,
+                         .x = x, .y = y};
+    if (p.planes <= 0)
+        return 0;
+    /* Large planes: a block each; small ones: a warp each. */
+    if (p.spatial >= 2048)
+        return vram__cuk_launch(k, VRAM__CUK_K_gap_block, s, p.planes * VRAM__CUK_THREADS, &p);
+    return vram__cuk_launch(k, VRAM__CUK_K_gap_warp, s, p.planes * 32, &p);
+}
+
+static int step_softmax(const vram__cuk *k, CUstream s, const vram__step *st, const float *x,
+                        float *y)
+{
+    const vram__shape *sh = &st->p.softmax.shape;
+    int axis = st->p.softmax.axis < 0 ? st->p.softmax.axis + sh->rank : st->p.softmax.axis;
+    vram__cuk_softmax_p p = {.n = sh->rank ? sh->dim[axis] : 1, .x = x, .y = y};
+    vram__cuk_outer_inner(sh, axis, &p.outer, &p.inner);
+    if (sh->rank == 0)
+        p.outer = p.inner = 1;
+    if (p.outer * p.n * p.inner <= 0)
+        return 0;
+    if (p.inner > 1)
+        return vram__cuk_launch(k, VRAM__CUK_K_softmax_cols, s, p.outer * p.inner, &p);
+    /* A row per warp while rows are short, per block beyond. */
+    p.group = p.n <= 256 ? 32 : VRAM__CUK_THREADS;
+    return vram__cuk_launch(k, VRAM__CUK_K_softmax_rows, s, p.outer * p.group, &p);
+}
+
+/* resize.c's checks, then one thread per output element. */
+static int step_resize(const vram__cuk *k, CUstream s, const vram__step *st,
+                       const vram__shape *xs, const float *x, const vram__shape *ys, float *y)
+{
+    int mode = st->p.resize.mode, ctm = st->p.resize.ctm, nearest = st->p.resize.nearest;
+    const float *scales = st->p.resize.scales;
+    if (mode == 2)
+        return vram__fail(VRAM_ENOSYS, "Resize: cubic mode is not supported");
+    if (mode != 0 && mode != 1)
+        return vram__fail(VRAM_EINVAL, "Resize: unknown mode %d (0 nearest, 1 linear)", mode);
+    if (ctm < 0 || ctm > 4)
+        return vram__fail(VRAM_EINVAL, "Resize: unknown coordinate_transformation_mode %d", ctm);
+    if (nearest < 0 || nearest > 3)
+        return vram__fail(VRAM_EINVAL, "Resize: unknown nearest_mode %d", nearest);
+    if (xs->rank != ys->rank || xs->rank < 0 || xs->rank > VRAM__MAX_RANK)
+        return vram__fail(VRAM_EINVAL, "Resize: input rank %d and output rank %d differ",
+                          xs->rank, ys->rank);
+    int r = xs->rank;
+    for (int d = 0; d < r; d++) {
+        if (!(scales[d] > 0.0f) || isinf(scales[d]))
+            return vram__fail(VRAM_EINVAL, "Resize: scale %g of axis %d is not a positive number",
+                              (double)scales[d], d);
+        if (xs->dim[d] < 0 || ys->dim[d] < 0 || (xs->dim[d] == 0 && ys->dim[d] > 0))
+            return vram__fail(VRAM_EINVAL,
+                              "Resize: cannot resize axis %d from %lld to %lld elements", d,
+                              (long long)xs->dim[d], (long long)ys->dim[d]);
+    }
+    vram__cuk_resize_p p;
+    memset(&p, 0, sizeof p);
+    p.total = vram__cpu_elems(ys);
+    if (p.total <= 0)
+        return 0;
+    int64_t xst[VRAM__MAX_RANK];
+    vram__cuk_strides(xs, xst);
+    p.rank = r;
+    p.mode = mode;
+    p.ctm = ctm;
+    p.nearest = nearest;
+    for (int d = 0; d < r; d++) {
+        int sd = r - 1 - d;
+        p.rxdim[d] = xs->dim[sd];
+        p.rxst[d] = xst[sd];
+        p.rydim[d] = ys->dim[sd];
+        p.rscale[d] = scales[sd];
+        p.rlinear[d] = mode == 1 && !(scales[sd] == 1.0f && xs->dim[sd] == ys->dim[sd]);
+    }
+    p.x = x;
+    p.y = y;
+    return vram__cuk_launch(k, VRAM__CUK_K_resize, s, p.total, &p);
+}
+
+/* ---- cast -------------------------------------------------------------------- */
+
+/* elem.c's names for the message: "type N" beyond the types Cast handles. */
+static const char *cast_name(int t, char *buf, size_t cap)
+{
+    switch (t) {
+    case VRAM__DT_FLOAT: return "float";
+    case VRAM__DT_DOUBLE: return "double";
+    case VRAM__DT_FLOAT16: return "float16";
+    case VRAM__DT_INT64: return "int64";
+    case VRAM__DT_INT32: return "int32";
+    case VRAM__DT_INT8: return "int8";
+    case VRAM__DT_UINT8: return "uint8";
+    case VRAM__DT_BOOL: return "bool";
+    default: snprintf(buf, cap, "type %d", t); return buf;
+    }
+}
+
+static int cast_supported(int t)
+{
+    switch (t) {
+    case VRAM__DT_FLOAT:
+    case VRAM__DT_DOUBLE:
+    case VRAM__DT_FLOAT16:
+    case VRAM__DT_INT64:
+    case VRAM__DT_INT32:
+    case VRAM__DT_INT8:
+    case VRAM__DT_UINT8:
+    case VRAM__DT_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int step_cast(const vram__cuk *k, CUstream s, int from, int to, int64_t n, const void *x,
+                     void *y)
+{
+    char b1[24], b2[24];
+    if (!cast_supported(from) || !cast_supported(to))
+        return vram__fail(VRAM_ENOSYS, "Cast from %s to %s is not supported",
+                          cast_name(from, b1, sizeof b1), cast_name(to, b2, sizeof b2));
+    if (n <= 0)
+        return 0;
+    if (from == to && from != VRAM__DT_BOOL) /* bool to bool normalizes bytes */
+        return vram__cuk_memcpy(s, y, x, (uint64_t)n * vram__dtype_size(from));
+    vram__cuk_cast_p p = {.n = n, .from = from, .to = to, .x = x, .y = y};
+    return vram__cuk_launch(k, VRAM__CUK_K_cast, s, n, &p);
+}
+
+/* ---- the step --------------------------------------------------------------- */
+
+int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_context *ctx, int index,
+                   vram__cuk_error *err)
+{
+    if (!k || !ctx || index < 0 || index >= ctx->var->n_steps)
+        return vram__fail(VRAM_EINVAL, "CUDA kernels: no step %d (the variant has %d)", index,
+                          ctx ? ctx->var->n_steps : 0);
+    const vram__step *st = &ctx->var->steps[index];
+    const vram__graph *g = &ctx->e->g;
+    const vram__node *n = &g->nodes[st->node];
+    void **ptr = ctx->ptr;
+    const void *x = st->x >= 0 ? ptr[st->x] : NULL;
+    void *y = st->y >= 0 ? ptr[st->y] : NULL;
+#define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
+    switch (st->op) {
+    case VRAM__OP_CONV:
+    case VRAM__OP_GEMM:
+    case VRAM__OP_MATMUL:
+        return vram__fail(VRAM_EINVAL, "step %d (%s) belongs to cuDNN or cuBLAS, not to "
+                                       "vramkit's CUDA kernels",
+                          index, n->op);
+    case VRAM__OP_CONV_TRANSPOSE:
+        return step_convt(k, stream, &st->p.conv, x, IN(1), IN(2), y);
+    case VRAM__OP_BATCHNORM: {
+        vram__cuk_batchnorm_p p = {.total = st->p.bn.n * st->p.bn.c * st->p.bn.spatial,
+                                   .c = st->p.bn.c, .spatial = st->p.bn.spatial,
+                                   .eps = st->p.bn.eps, .x = x, .scale = IN(1), .bias = IN(2),
+                                   .mean = IN(3), .var = IN(4), .y = y};
+        return vram__cuk_launch(k, VRAM__CUK_K_batchnorm, stream, p.total, &p);
+    }
+    case VRAM__OP_UNARY: {
+        vram__cuk_unary_p p = {.n = vram__shape_elems(vram__cuk_shape(ctx, st->y)),
+                               .op = st->p.unary.op, .p0 = st->p.unary.p[0],
+                               .p1 = st->p.unary.p[1], .x = x, .y = y};
+        return vram__cuk_launch(k, VRAM__CUK_K_unary, stream, p.n, &p);
+    }
+    case VRAM__OP_PRELU: {
+        const vram__shape *xs = vram__cuk_shape(ctx, st->x);
+        int rc = check_bcast("PRelu", xs, vram__cuk_shape(ctx, n->in[1]), xs);
+        if (rc)
+            return rc;
+        return run_binary(k, stream, VRAM__CUK_K_binary, VRAM__CUK_BIN_PRELU, xs, x,
+                          vram__cuk_shape(ctx, n->in[1]), IN(1), xs, y, index, err);
+    }
+    case VRAM__OP_BINARY: {
+        int op = st->p.binary.op;
+        if (op < VRAM__BIN_ADD || op > VRAM__BIN_DIV)
+            return vram__fail(VRAM_EINVAL, "unknown binary op %d", op);
+        const vram__shape *as = vram__cuk_shape(ctx, n->in[0]);
+        const vram__shape *bs = vram__cuk_shape(ctx, n->in[1]), *ys = vram__cuk_shape(ctx, st->y);
+        int rc = check_bcast(bin_name(op), as, bs, ys);
+        if (rc)
+            return rc;
+        return run_binary(k, stream, st->p.binary.i64 ? VRAM__CUK_K_binary_i64 : VRAM__CUK_K_binary,
+                          op, as, IN(0), bs, IN(1), ys, y, index, err);
+    }
+    case VRAM__OP_MAXPOOL:
+        return step_pool(k, stream, VRAM__CUK_K_maxpool, &st->p.pool, x, y);
+    case VRAM__OP_AVGPOOL:
+        return step_pool(k, stream, VRAM__CUK_K_avgpool, &st->p.pool, x, y);
+    case VRAM__OP_GLOBAL_AVGPOOL:
+        return step_gap(k, stream, st, x, y);
+    case VRAM__OP_COPY:
+    case VRAM__OP_TRANSPOSE:
+    case VRAM__OP_CONCAT:
+    case VRAM__OP_SPLIT:
+    case VRAM__OP_SLICE:
+    case VRAM__OP_PAD:
+    case VRAM__OP_GATHER:
+        return vram__cuk_move_step(k, stream, ctx, index, err);
+    case VRAM__OP_RESIZE:
+        return step_resize(k, stream, st, vram__cuk_shape(ctx, st->x), x,
+                           vram__cuk_shape(ctx, st->y), y);
+    case VRAM__OP_SOFTMAX:
+        return step_softmax(k, stream, st, x, y);
+    case VRAM__OP_CAST:
+        return step_cast(k, stream, st->p.cast.from, st->p.cast.to,
+                         vram__shape_elems(vram__cuk_shape(ctx, st->x)), x, y);
+    default:
+        return vram__fail(VRAM_ENOSYS, "step of unknown kind %d", st->op);
+    }
+#undef IN
+}
