@@ -113,6 +113,22 @@ print("sweep: workspaces %s bytes" % ws if ok else "FAIL: sweep rows %s" % rows)
 sys.exit(0 if ok else 1)
 PY
 
+# --json: one object on stdout with the memory, the outputs written and the
+# latency percentiles, in order.
+"$vramkit" model run "$refroot/models/mixed_small_cnn.onnx" --output-dir "$work/json" \
+    --bench 5 --json >"$work/run.json" || { echo "FAIL: model run --json"; fail=1; }
+$py - "$work/run.json" "$work/json" <<'PY' || fail=1
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+l = d.get("latency_ms", {})
+ok = (d["executor"] == "cpu" and d["batch"] == 1 and not d["graph"] and not d["tf32"]
+      and d["memory"]["activations_bytes"] > 0 and d["first_run_ms"] > 0
+      and l.get("iterations") == 5 and 0 < l["min"] <= l["p50"] <= l["p90"] <= l["max"]
+      and all(os.path.exists(o["file"]) for o in d["outputs"]) and len(d["outputs"]) >= 1)
+print("run --json: p50 %.3f ms" % l["p50"] if ok else "FAIL: run --json gave %s" % d)
+sys.exit(0 if ok else 1)
+PY
+
 # Bad input: a clear error, non-zero status.
 expect_error() { # WHAT PATTERN CMD...
     local what=$1 pattern=$2
@@ -137,8 +153,10 @@ expect_error "unknown input" "no input named 'nope'" "$vramkit" model run "$cnn"
 expect_error "wrong input shape" "takes float" "$vramkit" model run "$cnn" --output-dir "$work/x" \
     --input "image=$refroot/ref/relu/input_X.npy"
 expect_error "bad batch" "--batch takes an integer" "$vramkit" model info "$cnn" --batch 0
-expect_error "unknown backend" "backend 'tpu'" "$vramkit" model run "$cnn" --backend tpu
-expect_error "graph without cuda" "needs the cuda" "$vramkit" model run "$cnn" --graph
+expect_error "unknown backend" "takes cpu or cuda, not 'tpu'" "$vramkit" model run "$cnn" --backend tpu
+expect_error "graph without cuda" "--graph is for the cuda backend" "$vramkit" model run "$cnn" --graph
+expect_error "tf32 without cuda" "--tf32 is for the cuda backend" "$vramkit" model run "$cnn" --tf32
+expect_error "bad workspace" "takes a size" "$vramkit" model run "$cnn" --workspace lots
 expect_error "bad workspace list" "not a size" "$vramkit" model sweep "$cnn" --workspace 0,lots
 expect_error "unknown subcommand" "unknown subcommand" "$vramkit" model compile "$cnn"
 expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \

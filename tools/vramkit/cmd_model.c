@@ -20,11 +20,13 @@
 #include "vramkit/engine.h"
 
 static const char *const help =
-    "usage: vramkit model info MODEL.onnx [--batch N] [--json]\n"
-    "       vramkit model run MODEL.onnx [--backend cpu] [--input NAME=FILE.npy]...\n"
+    "usage: vramkit model info MODEL.onnx [--backend cpu|cuda] [--batch N] [--workspace SIZE]\n"
+    "                          [--tf32] [--json]\n"
+    "       vramkit model run MODEL.onnx [--backend cpu|cuda] [--input NAME=FILE.npy]...\n"
     "                         [--output-dir DIR] [--batch N] [--seed S] [--bench ITERATIONS]\n"
-    "       vramkit model sweep MODEL.onnx [--workspace 0,16M,64M,256M] [--batch N]\n"
-    "                           [--runs N] [--seed S]\n\n"
+    "                         [--workspace SIZE] [--tf32] [--graph] [--json]\n"
+    "       vramkit model sweep MODEL.onnx [--backend cpu|cuda] [--workspace 0,16M,64M,256M]\n"
+    "                           [--batch N] [--runs N] [--seed S] [--tf32]\n\n"
     "info: inputs and outputs (at the batch), operator counts, and memory in four\n"
     "categories - weights (once per engine), activations (one context's arena, against the\n"
     "most bytes live at any step, its lower bound), input/output bindings and workspace -\n"
@@ -33,12 +35,18 @@ static const char *const help =
     "with seeded random values, see tests/onnx/README.md) and writes each output to\n"
     "DIR/<output name>.npy (characters other than letters, digits, '.', '-' and '_' become\n"
     "'_'; DIR defaults to the current directory). --bench N runs N more times and prints\n"
-    "latency percentiles. --batch sets the batch for inputs whose first dimension is\n"
-    "symbolic.\n"
+    "latency percentiles (the outputs written are the last run's). --batch sets the\n"
+    "batch for inputs whose first dimension is symbolic. --json prints one JSON object\n"
+    "(memory, outputs, first run and latency) and nothing else on stdout.\n"
+    "--backend cuda runs on the GPU (cuDNN convolutions, cuBLAS matrix products) in exact\n"
+    "FP32, or with TF32 tensor cores with --tf32; --graph captures the run into a CUDA\n"
+    "graph the first time and replays it. --workspace bounds the scratch a context may\n"
+    "use (default: cpu 256K, cuda 64M).\n"
     "sweep: for each workspace limit (the scratch the convolutions may use per context;\n"
-    "with none they run as direct loops), the workspace and context bytes and the latency\n"
-    "of --runs runs (default 10) on seeded random inputs; every limit must give the\n"
-    "first one's outputs within 1e-4 relative L2.\n";
+    "cpu: with none they run as direct loops; cuda: cuDNN's fastest algorithm that fits),\n"
+    "the workspace and context bytes and the latency of --runs runs (default 10) on\n"
+    "seeded random inputs; every limit must give the first one's outputs within 1e-4\n"
+    "relative L2 (1e-2 with --tf32, whose rounding depends on the algorithm).\n";
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -69,10 +77,10 @@ static cJSON *tensors_json(const vram_engine *e, int outputs)
     return arr;
 }
 
-static int info(const char *model, int64_t batch, int json)
+static int info(const char *model, const model_opts *mo, int json)
 {
     vram_engine *e;
-    int rc = model_load(model, batch, MODEL_DEFAULT_WORKSPACE, &e);
+    int rc = model_load(model, mo, &e);
     if (rc)
         return cli_lib_error("model info", rc);
     vram_engine_info in;
@@ -203,7 +211,7 @@ static int make_dirs(const char *dir)
     return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-static int write_outputs(const vram_engine *e, vram_context *ctx, const char *dir)
+static int write_outputs(const vram_engine *e, vram_context *ctx, const char *dir, cJSON *list)
 {
     if (make_dirs(dir)) {
         fprintf(stderr, "vramkit model run: cannot create %s: %s\n", dir, strerror(errno));
@@ -211,10 +219,10 @@ static int write_outputs(const vram_engine *e, vram_context *ctx, const char *di
     }
     for (size_t i = 0; i < vram_engine_output_count(e); i++) {
         vram_tensor_desc d;
-        const void *data;
+        void *data = NULL;
         size_t bytes;
-        vram_engine_output(e, i, &d);
-        int rc = vram_context_output(ctx, i, &data, &bytes);
+        vram_context_output_desc(ctx, i, &d);
+        int rc = model_read_output(ctx, i, &data, &bytes);
         char file[512], path[4096];
         if (!rc)
             rc = vram__npy_sanitize_name(d.name, file, sizeof file);
@@ -224,18 +232,68 @@ static int write_outputs(const vram_engine *e, vram_context *ctx, const char *di
         snprintf(path, sizeof path, "%s/%s.npy", dir, file);
         if (!rc)
             rc = vram__npy_write(path, d.dtype, &s, data);
+        free(data);
         if (rc)
             return cli_lib_error("model run", rc);
-        printf("output %-24s -> %s\n", d.name, path);
+        if (list) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", d.name);
+            cJSON_AddStringToObject(o, "file", path);
+            cJSON_AddItemToArray(list, o);
+        } else {
+            printf("output %-24s -> %s\n", d.name, path);
+        }
     }
     return 0;
 }
 
-static int run(const char *model, int64_t batch, const named_input *in, int n_in,
-               const char *dir, uint64_t seed, long bench)
+static void print_json(const char *model, const model_opts *mo, const vram_engine *e,
+                       cJSON *outputs, double first, const double *ms, long bench)
+{
+    vram_engine_memory m;
+    vram_engine_memory_get(e, &m);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "executor", mo->backend);
+    cJSON_AddNumberToObject(o, "batch", (double)mo->batch);
+    cJSON_AddBoolToObject(o, "graph", mo->graph);
+    cJSON_AddBoolToObject(o, "tf32", mo->tf32);
+    vram_engine_info in;
+    vram_engine_info_get(e, &in);
+    cJSON *mm = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddNumberToObject(mm, "weights_bytes", (double)m.weights_bytes);
+    cJSON_AddNumberToObject(mm, "activations_bytes", (double)m.activations_bytes);
+    cJSON_AddNumberToObject(mm, "activations_lower_bound", (double)m.activations_lower_bound);
+    cJSON_AddNumberToObject(mm, "io_bytes", (double)m.io_bytes);
+    cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m.workspace_bytes);
+    cJSON_AddNumberToObject(mm, "context_bytes", (double)m.context_bytes);
+    cJSON_AddItemToObject(o, "outputs", outputs);
+    cJSON_AddNumberToObject(o, "first_run_ms", first);
+    if (bench > 0) {
+        double sum = 0;
+        for (long i = 0; i < bench; i++)
+            sum += ms[i];
+        cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
+        cJSON_AddNumberToObject(l, "iterations", (double)bench);
+        cJSON_AddNumberToObject(l, "mean", sum / (double)bench);
+        cJSON_AddNumberToObject(l, "p50", ms[(bench - 1) / 2]);
+        cJSON_AddNumberToObject(l, "p90", ms[(long)((double)(bench - 1) * 0.9)]);
+        cJSON_AddNumberToObject(l, "p99", ms[(long)((double)(bench - 1) * 0.99)]);
+        cJSON_AddNumberToObject(l, "min", ms[0]);
+        cJSON_AddNumberToObject(l, "max", ms[bench - 1]);
+    }
+    char *text = cJSON_PrintUnformatted(o);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+static int run(const char *model, const model_opts *mo, const named_input *in, int n_in,
+               const char *dir, uint64_t seed, long bench, int json)
 {
     vram_engine *e;
-    int rc = model_load(model, batch, MODEL_DEFAULT_WORKSPACE, &e);
+    int rc = model_load(model, mo, &e);
     if (rc)
         return cli_lib_error("model run", rc);
     vram_context *ctx = NULL;
@@ -279,18 +337,19 @@ static int run(const char *model, int64_t batch, const named_input *in, int n_in
     if (!status && (rc = vram_context_run(ctx)))
         status = cli_lib_error("model run", rc);
     double first = model_now_ms() - t0;
-    if (!status)
-        status = write_outputs(e, ctx, dir);
+    cJSON *list = json ? cJSON_CreateArray() : NULL;
+    double *ms = NULL;
     if (!status && bench > 0) {
-        double *ms = calloc((size_t)bench, sizeof *ms);
+        ms = calloc((size_t)bench, sizeof *ms);
         for (long i = 0; ms && !status && i < bench; i++) {
             double t = model_now_ms();
             if ((rc = vram_context_run(ctx)))
                 status = cli_lib_error("model run", rc);
             ms[i] = model_now_ms() - t;
         }
-        if (ms && !status) {
+        if (ms && !status)
             qsort(ms, (size_t)bench, sizeof *ms, model_cmp_double);
+        if (ms && !status && !json) {
             double sum = 0;
             for (long i = 0; i < bench; i++)
                 sum += ms[i];
@@ -300,8 +359,16 @@ static int run(const char *model, int64_t batch, const named_input *in, int n_in
                    ms[(long)((double)(bench - 1) * 0.9)], ms[(long)((double)(bench - 1) * 0.99)],
                    ms[0], ms[bench - 1]);
         }
-        free(ms);
+        if (!ms)
+            status = 1;
     }
+    if (!status) /* after the last run: what a replayed graph computed, with --graph */
+        status = write_outputs(e, ctx, dir, list);
+    if (!status && json)
+        print_json(model, mo, e, list, first, ms, bench);
+    else
+        cJSON_Delete(list);
+    free(ms);
     vram_context_destroy(ctx);
     vram_engine_destroy(e);
     return status;
@@ -330,9 +397,11 @@ int cmd_model(int argc, char **argv)
     if (strcmp(sub, "info") && strcmp(sub, "run"))
         return cli_usage_error("model", "unknown subcommand '%s' (info, run or sweep)", sub);
     const char *cmd = !strcmp(sub, "info") ? "model info" : "model run";
-    const char *model = NULL, *dir = ".", *backend = "cpu";
+    const char *model = NULL, *dir = ".";
     int json = 0;
-    int64_t batch = 1, seed = 1, bench = 0;
+    int64_t seed = 1, bench = 0;
+    model_opts mo;
+    model_opts_init(&mo);
     named_input *in = calloc((size_t)argc, sizeof *in);
     int n_in = 0, status = in ? 0 : 1;
     for (int i = 2; i < argc && !status; i++) {
@@ -341,11 +410,10 @@ int cmd_model(int argc, char **argv)
             fputs(help, stdout);
             free(in);
             return 0;
-        } else if (!strcmp(argv[i], "--json") && !strcmp(sub, "info")) {
+        } else if (!strcmp(argv[i], "--json")) {
             json = 1;
-        } else if (cli_is(argv[i], "--batch")) {
-            v = cli_value(cmd, argc, argv, &i, "--batch");
-            status = !v ? 2 : parse_i64(cmd, "--batch", v, 1, &batch);
+        } else if (model_parse_opt(cmd, argc, argv, &i, &mo, &status)) {
+            /* taken */
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--seed")) {
             v = cli_value(cmd, argc, argv, &i, "--seed");
             status = !v ? 2 : parse_i64(cmd, "--seed", v, 0, &seed);
@@ -355,9 +423,6 @@ int cmd_model(int argc, char **argv)
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--output-dir")) {
             dir = cli_value(cmd, argc, argv, &i, "--output-dir");
             status = dir ? 0 : 2;
-        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--backend")) {
-            backend = cli_value(cmd, argc, argv, &i, "--backend");
-            status = backend ? 0 : 2;
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--input")) {
             v = cli_value(cmd, argc, argv, &i, "--input");
             const char *eq = v ? strchr(v, '=') : NULL;
@@ -370,9 +435,6 @@ int cmd_model(int argc, char **argv)
                 in[n_in++] = (named_input){name, eq + 1};
                 status = name ? 0 : 1;
             }
-        } else if (!strcmp(sub, "run") && !strcmp(argv[i], "--graph")) {
-            status = cli_usage_error(cmd, "--graph captures a CUDA graph: it needs the cuda "
-                                          "backend, and this build runs models on cpu");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             status = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         } else if (!model) {
@@ -383,13 +445,11 @@ int cmd_model(int argc, char **argv)
     }
     if (!status && !model)
         status = cli_usage_error(cmd, "which model? (vramkit model %s MODEL.onnx)", sub);
-    if (!status && strcmp(backend, "cpu"))
-        status = cli_usage_error(cmd, "backend '%s' is not available; this build runs models on "
-                                      "the cpu backend",
-                                 backend);
     if (!status)
-        status = !strcmp(sub, "info") ? info(model, batch, json)
-                                      : run(model, batch, in, n_in, dir, (uint64_t)seed, bench);
+        status = model_check_opts(cmd, &mo);
+    if (!status)
+        status = !strcmp(sub, "info") ? info(model, &mo, json)
+                                      : run(model, &mo, in, n_in, dir, (uint64_t)seed, bench, json);
     for (int k = 0; k < n_in; k++)
         free((char *)in[k].name);
     free(in);

@@ -43,18 +43,15 @@ static int keep_outputs(vram_context *c, const vram_engine *e, outputs *o)
         return VRAM_EHOSTMEM;
     for (size_t i = 0; i < o->count; i++) {
         vram_tensor_desc d;
-        const void *p;
+        void *p;
         size_t bytes;
         vram_engine_output(e, i, &d);
-        int rc = vram_context_output(c, i, &p, &bytes);
-        if (rc)
-            return rc;
         if (d.dtype != VRAM__DT_FLOAT)
             continue;
-        o->data[i] = malloc(bytes ? bytes : 1);
-        if (!o->data[i])
-            return VRAM_EHOSTMEM;
-        memcpy(o->data[i], p, bytes);
+        int rc = model_read_output(c, i, &p, &bytes);
+        if (rc)
+            return rc;
+        o->data[i] = p;
         o->n[i] = bytes / sizeof(float);
     }
     return 0;
@@ -99,7 +96,7 @@ static int parse_limits(const char *list, uint64_t *limits, int *n)
     return 0;
 }
 
-static int sweep(const char *model, int64_t batch, const uint64_t *limits, int n_limits,
+static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n_limits,
                  long runs, uint64_t seed)
 {
     outputs first = {0};
@@ -112,7 +109,8 @@ static int sweep(const char *model, int64_t batch, const uint64_t *limits, int n
     for (int l = 0; l < n_limits && !status; l++) {
         vram_engine *e;
         vram_context *c = NULL;
-        int rc = model_load(model, batch, limits[l], &e);
+        mo.workspace = limits[l];
+        int rc = model_load(model, &mo, &e);
         if (rc)
             return free(ms), outputs_free(&first), cli_lib_error("model sweep", rc);
         rc = vram_context_create(e, &c);
@@ -143,7 +141,8 @@ static int sweep(const char *model, int64_t batch, const uint64_t *limits, int n
             printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
                    (unsigned long long)m.workspace_bytes, (unsigned long long)m.context_bytes,
                    ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);
-            if (!(diff <= 1e-4)) {
+            double tol = mo.tf32 ? 1e-2 : 1e-4;
+            if (!(diff <= tol)) {
                 fprintf(stderr, "vramkit model sweep: at a %s workspace the outputs differ from "
                                 "the first limit's by %.3g relative L2\n",
                         lim, diff);
@@ -162,17 +161,21 @@ static int sweep(const char *model, int64_t batch, const uint64_t *limits, int n
 int cmd_model_sweep(int argc, char **argv)
 {
     const char *cmd = "model sweep", *model = NULL, *list = NULL;
-    int64_t batch = 1, runs = 10, seed = 1;
+    int64_t runs = 10, seed = 1;
+    model_opts mo;
+    model_opts_init(&mo);
     for (int i = 2; i < argc; i++) {
         const char *v;
+        int status = 0;
         if (cli_is(argv[i], "--workspace")) {
             if (!(list = cli_value(cmd, argc, argv, &i, "--workspace")))
                 return 2;
-        } else if (cli_is(argv[i], "--batch") || cli_is(argv[i], "--runs") ||
-                   cli_is(argv[i], "--seed")) {
-            const char *name = !strncmp(argv[i], "--batch", 7)  ? "--batch"
-                               : !strncmp(argv[i], "--runs", 6) ? "--runs"
-                                                                : "--seed";
+        } else if (strcmp(argv[i], "--graph") &&
+                   model_parse_opt(cmd, argc, argv, &i, &mo, &status)) {
+            if (status)
+                return status;
+        } else if (cli_is(argv[i], "--runs") || cli_is(argv[i], "--seed")) {
+            const char *name = !strncmp(argv[i], "--runs", 6) ? "--runs" : "--seed";
             if (!(v = cli_value(cmd, argc, argv, &i, name)))
                 return 2;
             char *end;
@@ -181,7 +184,7 @@ int cmd_model_sweep(int argc, char **argv)
             if (*end || !*v || x < lo)
                 return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", name,
                                        (long long)lo, v);
-            *(!strcmp(name, "--batch") ? &batch : !strcmp(name, "--runs") ? &runs : &seed) = x;
+            *(!strcmp(name, "--runs") ? &runs : &seed) = x;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         } else if (!model) {
@@ -193,8 +196,11 @@ int cmd_model_sweep(int argc, char **argv)
     if (!model)
         return cli_usage_error(cmd, "which model? (vramkit model sweep MODEL.onnx --workspace "
                                     "0,16M,64M,256M)");
+    int rc = model_check_opts(cmd, &mo);
+    if (rc)
+        return rc;
     uint64_t limits[MAX_LIMITS];
     int n = 0;
-    int rc = parse_limits(list ? list : "0,16M,64M,256M", limits, &n);
-    return rc ? rc : sweep(model, batch, limits, n, (long)runs, (uint64_t)seed);
+    rc = parse_limits(list ? list : "0,16M,64M,256M", limits, &n);
+    return rc ? rc : sweep(model, mo, limits, n, (long)runs, (uint64_t)seed);
 }

@@ -1,21 +1,98 @@
 /* tools/vramkit/model_util.c - helpers of the `vramkit model` commands (see
  * model_util.h). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/internal.h"
+#include "cli.h"
 #include "engine/graph.h"
 #include "model_util.h"
 #include "vramkit.h"
 
-int model_load(const char *path, int64_t batch, uint64_t workspace_limit, vram_engine **e)
+void model_opts_init(model_opts *o)
+{
+    *o = (model_opts){.backend = "cpu", .batch = 1, .workspace = MODEL_DEFAULT_WORKSPACE};
+}
+
+int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *o, int *status)
+{
+    const char *a = argv[*i], *v;
+    *status = 0;
+    if (!strcmp(a, "--tf32") || !strcmp(a, "--graph")) {
+        *(!strcmp(a, "--tf32") ? &o->tf32 : &o->graph) = 1;
+        return 1;
+    }
+    if (cli_is(a, "--backend")) {
+        if (!(v = cli_value(cmd, argc, argv, i, "--backend")))
+            *status = 2;
+        else if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+            *status = cli_usage_error(cmd, "--backend takes cpu or cuda, not '%s'", v);
+        else
+            o->backend = v;
+        return 1;
+    }
+    if (cli_is(a, "--batch")) {
+        char *end;
+        if (!(v = cli_value(cmd, argc, argv, i, "--batch"))) {
+            *status = 2;
+            return 1;
+        }
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || *end || !*v || x < 1)
+            *status = cli_usage_error(cmd, "--batch takes an integer >= 1, not '%s'", v);
+        else
+            o->batch = x;
+        return 1;
+    }
+    if (cli_is(a, "--workspace")) {
+        if (!(v = cli_value(cmd, argc, argv, i, "--workspace")))
+            *status = 2;
+        else if (vram__parse_size(v, &o->workspace) || o->workspace == MODEL_DEFAULT_WORKSPACE)
+            *status = cli_usage_error(cmd, "--workspace takes a size (e.g. 0, 16M, 1G), not '%s'",
+                                      v);
+        return 1;
+    }
+    return 0;
+}
+
+int model_check_opts(const char *cmd, const model_opts *o)
+{
+    if (strcmp(o->backend, "cuda") && (o->tf32 || o->graph))
+        return cli_usage_error(cmd, "%s is for the cuda backend (this run is on %s)",
+                               o->tf32 ? "--tf32" : "--graph", o->backend);
+    return 0;
+}
+
+int model_load(const char *path, const model_opts *mo, vram_engine **e)
 {
     vram_engine_opts o;
     vram_engine_opts_init(&o);
-    o.batch = batch;
-    if (workspace_limit != MODEL_DEFAULT_WORKSPACE)
-        o.workspace_limit = workspace_limit;
+    o.executor = mo->backend;
+    o.batch = mo->batch;
+    o.workspace_limit = mo->workspace;
+    o.tf32 = mo->tf32;
+    o.graphs = mo->graph;
     return vram_engine_load(path, &o, e);
+}
+
+int model_read_output(vram_context *c, size_t i, void **data, size_t *bytes)
+{
+    const void *p;
+    int rc = vram_context_output(c, i, &p, bytes);
+    if (rc)
+        return rc;
+    *data = malloc(*bytes ? *bytes : 1);
+    if (!*data)
+        return VRAM_EHOSTMEM;
+    rc = vram_context_read_output(c, i, *data, *bytes);
+    if (rc) {
+        free(*data);
+        *data = NULL;
+    }
+    return rc;
 }
 
 int64_t model_elems(const vram_tensor_desc *d)

@@ -9,12 +9,35 @@
 
 #include "vramkit/engine.h"
 
-/* The library's default workspace limit. */
-#define MODEL_DEFAULT_WORKSPACE UINT64_MAX
+/* The library's default workspace limit (the executor's). */
+#define MODEL_DEFAULT_WORKSPACE VRAM_ENGINE_WORKSPACE_DEFAULT
 
-/* Load `path` at `batch` with a workspace limit (MODEL_DEFAULT_WORKSPACE:
- * the library's). Errors as vram_engine_load. */
-int model_load(const char *path, int64_t batch, uint64_t workspace_limit, vram_engine **e);
+/* The engine options the commands share. */
+typedef struct model_opts {
+    const char *backend; /* executor: "cpu" or "cuda" */
+    int64_t batch;
+    uint64_t workspace;  /* MODEL_DEFAULT_WORKSPACE: the executor's */
+    int tf32, graph;
+} model_opts;
+
+void model_opts_init(model_opts *o);
+
+/* If argv[*i] is a shared option (--backend cpu|cuda, --batch N, --workspace
+ * SIZE, --tf32, --graph), take it and its value into o and return 1 (with
+ * *status 2 and the usage message printed if the value is bad); 0 if it is
+ * not one of them. */
+int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *o, int *status);
+
+/* Options that only make sense together: VRAM_EINVAL-like usage error
+ * printed and 2 returned, else 0. */
+int model_check_opts(const char *cmd, const model_opts *o);
+
+/* Load `path` with the options. Errors as vram_engine_load. */
+int model_load(const char *path, const model_opts *o, vram_engine **e);
+
+/* Output i of a context after a run, copied into host memory the caller
+ * frees (whatever the executor: device memory is read back). */
+int model_read_output(vram_context *c, size_t i, void **data, size_t *bytes);
 
 /* Elements of a tensor. */
 int64_t model_elems(const vram_tensor_desc *d);
