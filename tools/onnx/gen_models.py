@@ -98,7 +98,11 @@ class Builder:
             model.graph.output[i].CopyFrom(v)
             if o in self.out_shapes:
                 if v.type.tensor_type.HasField("shape"):
-                    raise RuntimeError(f"{self.name}: output {o} has an inferred shape; drop the explicit one")
+                    # newer onnx infers what 1.12 could not: it must agree
+                    if dims_of(v) != list(self.out_shapes[o]):
+                        raise RuntimeError(f"{self.name}: output {o}: inferred shape {dims_of(v)} "
+                                           f"is not the explicit {self.out_shapes[o]}")
+                    continue
                 model.graph.output[i].CopyFrom(
                     helper.make_tensor_value_info(o, v.type.tensor_type.elem_type, self.out_shapes[o]))
         try:
