@@ -42,7 +42,7 @@ typedef struct vram_engine_opts {
                              memory is planned for it; 0: 1 */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
                              the engine makes its own (cpu: host backend; cuda:
-                             cuda backend on device VRAM_DEVICE). The pool must
+                             vmm backend on device VRAM_DEVICE). The pool must
                              outlive the engine. */
     uint64_t alignment;   /* of every tensor in the arena; 0: 256 */
     vram_owner owner;     /* whose budget the engine's and its contexts' memory

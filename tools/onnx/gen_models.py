@@ -97,12 +97,13 @@ class Builder:
                 raise RuntimeError(f"{self.name}: shape inference gave no type for output {o}")
             model.graph.output[i].CopyFrom(v)
             if o in self.out_shapes:
-                if v.type.tensor_type.HasField("shape"):
-                    # newer onnx infers what 1.12 could not: it must agree
-                    if dims_of(v) != list(self.out_shapes[o]):
-                        raise RuntimeError(f"{self.name}: output {o}: inferred shape {dims_of(v)} "
-                                           f"is not the explicit {self.out_shapes[o]}")
-                    continue
+                # newer onnx infers what 1.12 could not: where it infers the
+                # whole shape, it must agree with the explicit one
+                inferred = dims_of(v) if v.type.tensor_type.HasField("shape") else None
+                if inferred and all(d not in (0, "") for d in inferred) and \
+                        inferred != list(self.out_shapes[o]):
+                    raise RuntimeError(f"{self.name}: output {o}: inferred shape {inferred} "
+                                       f"is not the explicit {self.out_shapes[o]}")
                 model.graph.output[i].CopyFrom(
                     helper.make_tensor_value_info(o, v.type.tensor_type.elem_type, self.out_shapes[o]))
         try:

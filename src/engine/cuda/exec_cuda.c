@@ -319,7 +319,7 @@ static int exec_run(vram_context *c)
 
 static const vram__exec_ops ops = {
     .name = "cuda",
-    .own_backend = "cuda",
+    .own_backend = "vmm",
     .workspace_default = 64u << 20,
     .backend_ok = backend_ok,
     .engine_init = engine_init,
