@@ -212,7 +212,7 @@ static void test_graph_per_batch(void **state)
     (void)state;
     const char *name = "mixed_dynamic_batch_N";
     vram_backend *b;
-    vram_pool *p = gpu_pool("cuda", &b);
+    vram_pool *p = gpu_pool("vmm", &b);
     vram_engine *plain = load(name, "cuda", p, 4, 0);
     vram_engine *graph = load(name, "cuda", p, 4, 1);
     vram_context *a, *g;
@@ -247,7 +247,7 @@ static void test_gather_index_error(void **state)
 {
     (void)state;
     vram_backend *b;
-    vram_pool *p = gpu_pool("cuda", &b);
+    vram_pool *p = gpu_pool("vmm", &b);
     for (int graphs = 0; graphs <= 1; graphs++) {
         vram_engine *e = load("gather_data_indices_axis_neg1", "cuda", p, 1, graphs);
         vram_context *c;

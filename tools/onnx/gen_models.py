@@ -100,7 +100,7 @@ class Builder:
                 # newer onnx infers what 1.12 could not: where it infers the
                 # whole shape, it must agree with the explicit one
                 inferred = dims_of(v) if v.type.tensor_type.HasField("shape") else None
-                if inferred and all(d not in (0, "") for d in inferred) and \
+                if inferred and all(isinstance(d, int) and d > 0 for d in inferred) and \
                         inferred != list(self.out_shapes[o]):
                     raise RuntimeError(f"{self.name}: output {o}: inferred shape {inferred} "
                                        f"is not the explicit {self.out_shapes[o]}")

@@ -10,10 +10,13 @@
 #include "dnn.h"
 #include "engine/engine_internal.h"
 
-/* A convolution as cuDNN runs it. With unequal pads on an axis the input is
- * first copied, zero-padded, to the workspace's start (pad_bytes) and cuDNN
- * pads nothing; cuDNN's own workspace follows. */
+/* A convolution as cuDNN runs it: an execution plan of the graph API
+ * (cudnn_graph.c) where one finalizes, else the older API's descriptors and
+ * algorithm. There, with unequal pads on an axis the input is first copied,
+ * zero-padded, to the workspace's start (pad_bytes) and cuDNN pads nothing;
+ * cuDNN's own workspace follows. */
 typedef struct vram__cuda_conv {
+    cudnnBackendDescriptor_t plan; /* graph API (NULL: the older API) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -49,10 +52,13 @@ typedef struct vram__cuda_engine {
     uint64_t cublas_bytes;   /* of the workspace, for cuBLAS */
     uint64_t err_offset;     /* of the error word in the workspace */
     int has_gemm;
+    unsigned convs[2];       /* planned: [0] graph API, [1] the older API */
 } vram__cuda_engine;
 
 typedef struct vram__cuda_context {
     CUstream stream;
+    cudnnBackendDescriptor_t **packs; /* [variant][step]: graph-API variant packs,
+                                         made on the first run at that batch */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     vram__cuk_error *err;       /* device: in the workspace */
@@ -66,7 +72,17 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
                          vram__cuda_step *out);
 void vram__cuda_step_free(vram__cuda_step *s);
 int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *p);
+                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *p,
+                        cudnnBackendDescriptor_t *pack);
+
+/* cudnn_graph.c: the convolution's plan (the fastest acceptable engine
+ * within `limit` bytes of workspace, *ws set), a variant pack binding its
+ * pointers, and freeing either. */
+int vram__cudnn_graph_plan(const vram__conv2d *p, int tf32, uint64_t limit,
+                           cudnnBackendDescriptor_t *plan, uint64_t *ws);
+int vram__cudnn_graph_pack(const void *x, const void *w, void *y, void *ws,
+                           cudnnBackendDescriptor_t *out);
+void vram__cudnn_graph_free(cudnnBackendDescriptor_t *d);
 int vram__cuda_gemm_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
                         const vram_context *ctx, const vram__step *st, const vram__cuda_gemm *p);
 

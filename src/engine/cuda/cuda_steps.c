@@ -24,6 +24,9 @@ static int too_big(int64_t x) { return x < 0 || x > INT_MAX; }
 static int plan_conv(vram_engine *e, cudnnHandle_t h, const vram__step *st, vram__cuda_conv *c)
 {
     const vram__conv2d *p = &st->p.conv;
+    if (!vram__cudnn_graph_plan(p, e->tf32, e->workspace_limit, &c->plan, &c->algo_bytes))
+        return 0;
+    c->algo_bytes = 0; /* the older API, which takes every convolution */
     int64_t hp = p->h, wp = p->w, pt = p->pad_top, pl = p->pad_left;
     if (p->pad_top != p->pad_bottom || p->pad_left != p->pad_right) {
         hp = p->h + p->pad_top + p->pad_bottom;
@@ -177,6 +180,7 @@ void vram__cuda_step_free(vram__cuda_step *s)
     if (s->kind != 1)
         return;
     vram__cuda_conv *c = &s->u.conv;
+    vram__cudnn_graph_free(&c->plan);
     if (c->xd)
         vram__dnn.cudnnDestroyTensorDescriptor(c->xd);
     if (c->yd)
@@ -194,14 +198,20 @@ static void *in_ptr(const vram_context *ctx, const vram__node *n, int i)
 }
 
 int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *c)
+                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *c,
+                        cudnnBackendDescriptor_t *pack)
 {
     const vram__conv2d *p = &st->p.conv;
     const vram__node *n = &ctx->e->g.nodes[st->node];
     const float *x = ctx->ptr[st->x], *w = in_ptr(ctx, n, 1), *bias = in_ptr(ctx, n, 2);
     float *y = ctx->ptr[st->y];
     char *ws = ctx->workspace;
-    if (c->pad_bytes) {
+    if (c->plan) {
+        int rc = *pack ? 0 : vram__cudnn_graph_pack(x, w, y, c->algo_bytes ? ws : NULL, pack);
+        if (rc)
+            return rc;
+        DNN_TRY(vram__dnn.cudnnBackendExecute(cc->cudnn, c->plan, *pack), "cudnnBackendExecute");
+    } else if (c->pad_bytes) {
         int rc = vram__cuk_pad2d(ce->cuk, cc->stream, p->n, p->c_in, p->h, p->w, p->pad_top,
                                  p->pad_left, p->pad_bottom, p->pad_right, x, (float *)ws);
         if (rc)
@@ -210,10 +220,11 @@ int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
         ws += c->pad_bytes;
     }
     const float one = 1.0f, zero = 0.0f;
-    DNN_TRY(vram__dnn.cudnnConvolutionForward(cc->cudnn, &one, c->xd, x, c->wd, w, c->cd, c->algo,
-                                              c->algo_bytes ? ws : NULL, c->algo_bytes, &zero,
-                                              c->yd, y),
-            "cudnnConvolutionForward");
+    if (!c->plan)
+        DNN_TRY(vram__dnn.cudnnConvolutionForward(cc->cudnn, &one, c->xd, x, c->wd, w, c->cd,
+                                                  c->algo, c->algo_bytes ? ws : NULL,
+                                                  c->algo_bytes, &zero, c->yd, y),
+                "cudnnConvolutionForward");
     if (bias)
         return vram__cuk_bias(ce->cuk, cc->stream, p->n, p->c_out, p->oh * p->ow, bias, y);
     return 0;

@@ -24,7 +24,10 @@
     X(cudnnGetConvolutionForwardAlgorithmMaxCount) X(cudnnGetConvolutionForwardAlgorithm_v7)  \
     X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)                     \
     X(cudnnConvolutionBiasActivationForward) X(cudnnCreateActivationDescriptor)               \
-    X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor)
+    X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor)                       \
+    X(cudnnBackendCreateDescriptor) X(cudnnBackendDestroyDescriptor)                          \
+    X(cudnnBackendSetAttribute) X(cudnnBackendGetAttribute) X(cudnnBackendFinalize)           \
+    X(cudnnBackendExecute)
 
 #define VRAM_CUBLAS_FUNCS(X)                                                                  \
     X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetMathMode)         \

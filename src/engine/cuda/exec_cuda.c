@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log_internal.h"
 #include "cuda_internal.h"
 #include "gpu/backend_gpu.h"
 
@@ -68,6 +69,8 @@ static int plan_all(vram_engine *e, vram__cuda_engine *ce, cudnnHandle_t h, uint
                 *most = cs->u.conv.pad_bytes + cs->u.conv.algo_bytes;
             if (cs->kind == 2)
                 ce->has_gemm = 1;
+            if (cs->kind == 1)
+                ce->convs[cs->u.conv.plan ? 0 : 1]++;
             ce->may_fail[v] |= step_may_fail(&var->steps[i]);
         }
     }
@@ -109,6 +112,10 @@ static int engine_init(vram_engine *e)
         if (ce->cublas_bytes > most)
             most = ce->cublas_bytes;
     }
+    vram__log(VRAM_LOG_INFO, "cuda engine: %u convolutions as cuDNN graph plans, %u through the "
+                             "older API; workspace %llu bytes (limit %llu)",
+              ce->convs[0], ce->convs[1], (unsigned long long)most,
+              (unsigned long long)e->workspace_limit);
     ce->err_offset = align_up(most);
     e->workspace_bytes = ce->err_offset + align_up(sizeof(vram__cuk_error));
     return 0;
@@ -166,6 +173,12 @@ static void context_fini(vram_context *c)
         if (cc->graph[v])
             vram__cu.cuGraphExecDestroy(cc->graph[v]);
     free(cc->graph);
+    for (int v = 0; cc->packs && v < ce->n_var; v++) {
+        for (int i = 0; cc->packs[v] && i < c->e->var[v].n_steps; i++)
+            vram__cudnn_graph_free(&cc->packs[v][i]);
+        free(cc->packs[v]);
+    }
+    free(cc->packs);
     if (cc->cublas)
         vram__dnn.cublasDestroy_v2(cc->cublas);
     if (cc->cudnn)
@@ -189,7 +202,8 @@ static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_cont
     cc->stream = s;
     c->stream = s;
     cc->graph = vram__calloc((size_t)ce->n_var, sizeof *cc->graph);
-    if (!cc->graph)
+    cc->packs = vram__calloc((size_t)ce->n_var, sizeof *cc->packs);
+    if (!cc->graph || !cc->packs)
         return VRAM_EHOSTMEM;
     cudnnStatus_t ds = vram__dnn.cudnnCreate(&cc->cudnn);
     if (ds != CUDNN_STATUS_SUCCESS)
@@ -233,6 +247,9 @@ static int enqueue(vram_context *c, int vi)
     if (ce->may_fail[vi])
         VRAM__CU_TRY(vram__cu.cuMemsetD8Async(dptr(cc->err), 0, sizeof *cc->err, cc->stream),
                      "clearing the error word");
+    if (!cc->packs[vi] && !(cc->packs[vi] = vram__calloc((size_t)c->var->n_steps + 1,
+                                                         sizeof *cc->packs[vi])))
+        return VRAM_EHOSTMEM;
     for (int i = 0; i < c->var->n_steps; i++) {
         const vram__step *st = &c->var->steps[i];
         const vram__cuda_step *cs = &ce->steps[vi][i];
@@ -241,7 +258,7 @@ static int enqueue(vram_context *c, int vi)
             st->op != VRAM__OP_GATHER) /* (a Gather still checks its indices) */
             continue; /* an empty output: nothing to compute */
         if (cs->kind == 1)
-            rc = vram__cuda_conv_run(ce, cc, c, st, &cs->u.conv);
+            rc = vram__cuda_conv_run(ce, cc, c, st, &cs->u.conv, &cc->packs[vi][i]);
         else if (cs->kind == 2)
             rc = vram__cuda_gemm_run(ce, cc, c, st, &cs->u.gemm);
         else
