@@ -75,10 +75,11 @@ int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
                         const vram_context *ctx, const vram__step *st, const vram__cuda_conv *p,
                         cudnnBackendDescriptor_t *pack);
 
-/* cudnn_graph.c: the convolution's plan (the fastest acceptable engine
- * within `limit` bytes of workspace, *ws set), a variant pack binding its
- * pointers, and freeing either. */
-int vram__cudnn_graph_plan(const vram__conv2d *p, int tf32, uint64_t limit,
+/* cudnn_graph.c: the convolution's plan for the device of handle h (the
+ * fastest acceptable engine within `limit` bytes of workspace, *ws set;
+ * ungrouped convolutions only), a variant pack binding its pointers, and
+ * freeing either. */
+int vram__cudnn_graph_plan(cudnnHandle_t h, const vram__conv2d *p, int tf32, uint64_t limit,
                            cudnnBackendDescriptor_t *plan, uint64_t *ws);
 int vram__cudnn_graph_pack(const void *x, const void *w, void *y, void *ws,
                            cudnnBackendDescriptor_t *out);

@@ -24,7 +24,10 @@ static int too_big(int64_t x) { return x < 0 || x > INT_MAX; }
 static int plan_conv(vram_engine *e, cudnnHandle_t h, const vram__step *st, vram__cuda_conv *c)
 {
     const vram__conv2d *p = &st->p.conv;
-    if (!vram__cudnn_graph_plan(p, e->tf32, e->workspace_limit, &c->plan, &c->algo_bytes))
+    /* grouped convolutions (depthwise included) stay on the older API, which
+     * takes them; the graph API's heuristics do not */
+    if (p->group == 1 &&
+        !vram__cudnn_graph_plan(h, p, e->tf32, e->workspace_limit, &c->plan, &c->algo_bytes))
         return 0;
     c->algo_bytes = 0; /* the older API, which takes every convolution */
     int64_t hp = p->h, wp = p->w, pt = p->pad_top, pl = p->pad_left;

@@ -42,7 +42,7 @@ static void destroy(cudnnBackendDescriptor_t *d)
 }
 
 /* The operation graph of y = conv(x, w). */
-static cudnnStatus_t make_graph(const vram__conv2d *p, cudnnBackendDescriptor_t t[3],
+static cudnnStatus_t make_graph(cudnnHandle_t h, const vram__conv2d *p, cudnnBackendDescriptor_t t[3],
                                 cudnnBackendDescriptor_t *conv, cudnnBackendDescriptor_t *op,
                                 cudnnBackendDescriptor_t *graph)
 {
@@ -101,6 +101,8 @@ static cudnnStatus_t make_graph(const vram__conv2d *p, cudnnBackendDescriptor_t 
         s = vram__dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph);
     if (!s)
         s = SET(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, op);
+    if (!s) /* the device the engines are chosen for */
+        s = SET(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     if (!s)
         s = vram__dnn.cudnnBackendFinalize(*graph);
     return s;
@@ -130,14 +132,14 @@ static int acceptable(cudnnBackendDescriptor_t cfg, int tf32)
     return ok;
 }
 
-int vram__cudnn_graph_plan(const vram__conv2d *p, int tf32, uint64_t limit,
+int vram__cudnn_graph_plan(cudnnHandle_t h, const vram__conv2d *p, int tf32, uint64_t limit,
                            cudnnBackendDescriptor_t *plan, uint64_t *ws)
 {
     cudnnBackendDescriptor_t t[3] = {0}, conv = NULL, op = NULL, graph = NULL, heur = NULL;
     cudnnBackendDescriptor_t cfgs[64] = {0};
     int64_t count = 0;
     *plan = NULL;
-    cudnnStatus_t s = make_graph(p, t, &conv, &op, &graph);
+    cudnnStatus_t s = make_graph(h, p, t, &conv, &op, &graph);
     cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     if (!s)
         s = vram__dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
@@ -164,6 +166,7 @@ int vram__cudnn_graph_plan(const vram__conv2d *p, int tf32, uint64_t limit,
         cudnnBackendDescriptor_t pl = NULL;
         int64_t bytes = 0, n = 0;
         if (vram__dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &pl) ||
+            SET(pl, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ||
             SET(pl, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                 &cfgs[i]) ||
             vram__dnn.cudnnBackendFinalize(pl) ||
