@@ -466,12 +466,20 @@ static void write_i(int t, void *y, int64_t i, int64_t v)
     }
 }
 
-int vram__cpu_cast(int from, int to, int64_t n, const void *x, void *y)
+int vram__cast_check(int from, int to)
 {
     char b1[24], b2[24];
     if (!cast_supported(from) || !cast_supported(to))
         return vram__fail(VRAM_ENOSYS, "Cast from %s to %s is not supported", cast_name(from, b1, sizeof b1),
                           cast_name(to, b2, sizeof b2));
+    return 0;
+}
+
+int vram__cpu_cast(int from, int to, int64_t n, const void *x, void *y)
+{
+    int rc = vram__cast_check(from, to);
+    if (rc)
+        return rc;
     if (n <= 0)
         return 0;
     if (from == to) {

@@ -146,6 +146,9 @@ uint64_t vram__cpu_resize_scratch(const vram__shape *ys);
  * inf, with subnormals and NaN kept. y may equal x only when the two types
  * have the same size. VRAM_ENOSYS for any other type. */
 int vram__cpu_cast(int from, int to, int64_t n, const void *x, void *y);
+/* 0 if Cast converts from `from` to `to` (every executor's kernels), else
+ * VRAM_ENOSYS naming both types. */
+int vram__cast_check(int from, int to);
 
 /* ---- helpers shared by the kernel files ------------------------------- */
 

@@ -212,46 +212,12 @@ static int step_resize(const vram__cuk *k, CUstream s, const vram__step *st,
 
 /* ---- cast -------------------------------------------------------------------- */
 
-/* elem.c's names for the message: "type N" beyond the types Cast handles. */
-static const char *cast_name(int t, char *buf, size_t cap)
-{
-    switch (t) {
-    case VRAM__DT_FLOAT: return "float";
-    case VRAM__DT_DOUBLE: return "double";
-    case VRAM__DT_FLOAT16: return "float16";
-    case VRAM__DT_INT64: return "int64";
-    case VRAM__DT_INT32: return "int32";
-    case VRAM__DT_INT8: return "int8";
-    case VRAM__DT_UINT8: return "uint8";
-    case VRAM__DT_BOOL: return "bool";
-    default: snprintf(buf, cap, "type %d", t); return buf;
-    }
-}
-
-static int cast_supported(int t)
-{
-    switch (t) {
-    case VRAM__DT_FLOAT:
-    case VRAM__DT_DOUBLE:
-    case VRAM__DT_FLOAT16:
-    case VRAM__DT_INT64:
-    case VRAM__DT_INT32:
-    case VRAM__DT_INT8:
-    case VRAM__DT_UINT8:
-    case VRAM__DT_BOOL:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static int step_cast(const vram__cuk *k, CUstream s, int from, int to, int64_t n, const void *x,
                      void *y)
 {
-    char b1[24], b2[24];
-    if (!cast_supported(from) || !cast_supported(to))
-        return vram__fail(VRAM_ENOSYS, "Cast from %s to %s is not supported",
-                          cast_name(from, b1, sizeof b1), cast_name(to, b2, sizeof b2));
+    int rc = vram__cast_check(from, to);
+    if (rc)
+        return rc;
     if (n <= 0)
         return 0;
     if (from == to && from != VRAM__DT_BOOL) /* bool to bool normalizes bytes */
