@@ -149,3 +149,12 @@ if stack:
     for d in stack:
         print("- %s: stack limit %s B" % (d.get("workload"), d.get("stack_limit_bytes")))
     print()
+engine = read("engine/summary.md")
+if engine:
+    print("## The engine's cuda executor (tests/gpu/engine_stage.sh)\n")
+    print(engine)
+    for name, title in (("engine/plans.txt", "How the convolutions were planned"),
+                        ("engine/sweep_resnet50.txt", "Workspace sweep, ResNet-50")):
+        text = read(name)
+        if text:
+            print("### %s\n\n```\n%s\n```\n" % (title, text.strip()))
