@@ -136,7 +136,13 @@ static void test_run_allocates_nothing(void **state)
     size_t bytes;
     assert_int_equal(vram_context_output(c, 0, &out, &bytes), 0);
     float *first = malloc(bytes);
-    memcpy(first, out, bytes);
+    /* Read back through the executor: the same bytes; the size must be exact. */
+    assert_int_equal(vram_context_read_output(c, 0, first, bytes), 0);
+    assert_memory_equal(first, out, bytes);
+    assert_int_equal(vram_context_read_output(c, 0, first, bytes - 4), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "bytes (batch 1)");
+    assert_int_equal(vram_context_read_output(c, 9, first, bytes), VRAM_EINVAL);
+    assert_null(vram_context_stream(c)); /* the cpu executor has none */
     vram_pool_stats s2 = pool_stats(p);
     for (int i = 0; i < 5; i++)
         assert_int_equal(vram_context_run(c), 0);
