@@ -66,3 +66,11 @@ int vram__fail_prefix(int code, const char *fmt, ...)
     last_error[n + m] = '\0';
     return code;
 }
+
+void vram__error_save(vram__saved_error *s)
+{
+    _Static_assert(sizeof s->msg == VRAM_ERROR_MSG_CAP, "a saved error holds a whole sentence");
+    snprintf(s->msg, sizeof s->msg, "%s", last_error);
+}
+
+int vram__error_restore(const vram__saved_error *s, int code) { return vram__fail(code, "%s", s->msg); }

@@ -27,6 +27,15 @@ int vram__fail(int code, const char *fmt, ...) VRAM__PRINTF(2, 3);
  * and return `code`. */
 int vram__fail_prefix(int code, const char *fmt, ...) VRAM__PRINTF(2, 3);
 
+/* This thread's last error kept across clean-up calls that record their own
+ * or clear it: save, clean up, then `return vram__error_restore(&saved, rc)`. */
+typedef struct vram__saved_error {
+    char msg[1024];
+} vram__saved_error;
+void vram__error_save(vram__saved_error *s);
+/* Record the saved sentence as the last error again and return `code`. */
+int vram__error_restore(const vram__saved_error *s, int code);
+
 /* Format a byte count for people: "512 B", "24.0 MiB", "1.50 GiB". Writes at
  * most `cap` bytes including the terminator and returns `buf`. */
 char *vram__fmt_bytes(char *buf, size_t cap, uint64_t bytes);

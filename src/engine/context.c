@@ -72,10 +72,10 @@ int vram_context_create(vram_engine *e, vram_context **out)
         }
     }
     if (rc) {
-        char msg[512]; /* giving memory back clears the error sentence */
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__saved_error err; /* giving memory back clears the error sentence */
+        vram__error_save(&err);
         context_free(c);
-        return vram__fail(rc, "%s", msg);
+        return vram__error_restore(&err, rc);
     }
     e->contexts++;
     *out = c;

@@ -323,11 +323,10 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     if (!rc)
         drop_host_constants(e);
     if (rc) {
-        /* Giving memory back clears the error sentence: keep it. */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__saved_error err; /* giving memory back clears the error sentence */
+        vram__error_save(&err);
         engine_free(e);
-        return vram__fail(rc, "%s", msg);
+        return vram__error_restore(&err, rc);
     }
     *out = e;
     return 0;

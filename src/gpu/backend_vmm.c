@@ -117,10 +117,10 @@ static int vmm_segment_alloc(void *self, uint64_t size, vram_stream stream, uint
         return rc;
     rc = vmm_map(self, a, size);
     if (rc) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__saved_error err;
+        vram__error_save(&err);
         vmm_release(self, a, size);
-        return vram__fail(rc, "%s", msg);
+        return vram__error_restore(&err, rc);
     }
     *addr = a;
     return 0;

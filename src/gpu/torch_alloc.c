@@ -100,14 +100,14 @@ static int setup_device(int device, torch_slot *s, vram_pool **out)
         rc = vram_pool_create(&po, &pool);
     }
     if (rc) {
-        char msg[sizeof s->error];
+        vram__saved_error err;
         vram__fail_prefix(rc, "PyTorch allocator on device %d (backend %s): ", device, bname);
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__error_save(&err);
         if (backend)
             vram_backend_destroy(backend);
         if (dev)
             vram_device_close(dev);
-        return vram__fail(rc, "%s", msg);
+        return vram__error_restore(&err, rc);
     }
     s->dev = dev;
     s->backend = backend;

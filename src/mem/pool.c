@@ -350,13 +350,12 @@ static int release_free_memory(vram_pool *p, uint64_t *released)
 static int trim_locked(vram_pool *p, uint64_t *released)
 {
     int wrc = vram__streams_flush_all(p, 0);
-    char msg[512] = "";
-    if (wrc) /* the backend calls below start with a clean error */
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+    vram__saved_error err; /* the backend calls below start with a clean error */
+    vram__error_save(&err);
     int rc = release_free_memory(p, released);
     if (rc)
         return rc;
-    return wrc ? vram__fail(wrc, "%s", msg) : 0;
+    return wrc ? vram__error_restore(&err, wrc) : 0;
 }
 
 static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kind,

@@ -77,10 +77,10 @@ int vram_trace_writer_open(const char *path, vram_trace_writer **out)
     }
     static const char header[] = "Thread,Time,Action,Pointer,Size,Stream\n";
     if (put(w, header, sizeof header - 1)) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__saved_error err;
+        vram__error_save(&err);
         vram_trace_writer_close(w);
-        return vram__fail(VRAM_EIO, "%s", msg);
+        return vram__error_restore(&err, VRAM_EIO);
     }
     *out = w;
     return 0;

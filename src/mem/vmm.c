@@ -359,8 +359,8 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
         /* Roll back the chunks this allocation mapped; keep the backend's
          * message. A chunk that cannot be unmapped stays, in use by the
          * block, and becomes free memory when the caller releases it. */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+        vram__saved_error err;
+        vram__error_save(&err);
         for (uint64_t i = first; i <= last;) {
             if (st[i] != PAGE_NEW) {
                 i++;
@@ -372,7 +372,7 @@ int vram__vmm_back(vram_pool *p, vram__block *b)
                     st[i + (uint64_t)k] = VRAM__PAGE_USED;
             i += (uint64_t)n;
         }
-        return vram__fail(rc, "%s", msg);
+        return vram__error_restore(&err, rc);
     }
     for (uint64_t i = first; i <= last; i++)
         if (st[i] == PAGE_NEW)

@@ -374,17 +374,6 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
     return status;
 }
 
-static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || x < lo)
-        return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", opt, (long long)lo, v);
-    *out = x;
-    return 0;
-}
-
 int cmd_model(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -416,10 +405,10 @@ int cmd_model(int argc, char **argv)
             /* taken */
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--seed")) {
             v = cli_value(cmd, argc, argv, &i, "--seed");
-            status = !v ? 2 : parse_i64(cmd, "--seed", v, 0, &seed);
+            status = !v ? 2 : model_parse_i64(cmd, "--seed", v, 0, &seed);
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--bench")) {
             v = cli_value(cmd, argc, argv, &i, "--bench");
-            status = !v ? 2 : parse_i64(cmd, "--bench", v, 0, &bench);
+            status = !v ? 2 : model_parse_i64(cmd, "--bench", v, 0, &bench);
         } else if (!strcmp(sub, "run") && cli_is(argv[i], "--output-dir")) {
             dir = cli_value(cmd, argc, argv, &i, "--output-dir");
             status = dir ? 0 : 2;

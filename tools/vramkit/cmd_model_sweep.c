@@ -178,13 +178,9 @@ int cmd_model_sweep(int argc, char **argv)
             const char *name = !strncmp(argv[i], "--runs", 6) ? "--runs" : "--seed";
             if (!(v = cli_value(cmd, argc, argv, &i, name)))
                 return 2;
-            char *end;
-            long long x = strtoll(v, &end, 10);
-            int64_t lo = !strcmp(name, "--seed") ? 0 : 1;
-            if (*end || !*v || x < lo)
-                return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", name,
-                                       (long long)lo, v);
-            *(!strcmp(name, "--runs") ? &runs : &seed) = x;
+            int runs_opt = !strcmp(name, "--runs");
+            if ((status = model_parse_i64(cmd, name, v, runs_opt, runs_opt ? &runs : &seed)))
+                return status;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         } else if (!model) {

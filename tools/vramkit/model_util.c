@@ -16,6 +16,17 @@ void model_opts_init(model_opts *o)
     *o = (model_opts){.backend = "cpu", .batch = 1, .workspace = MODEL_DEFAULT_WORKSPACE};
 }
 
+int model_parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || !*v || x < lo)
+        return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", opt, (long long)lo, v);
+    *out = x;
+    return 0;
+}
+
 int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *o, int *status)
 {
     const char *a = argv[*i], *v;
@@ -34,17 +45,8 @@ int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *
         return 1;
     }
     if (cli_is(a, "--batch")) {
-        char *end;
-        if (!(v = cli_value(cmd, argc, argv, i, "--batch"))) {
-            *status = 2;
-            return 1;
-        }
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (errno || *end || !*v || x < 1)
-            *status = cli_usage_error(cmd, "--batch takes an integer >= 1, not '%s'", v);
-        else
-            o->batch = x;
+        v = cli_value(cmd, argc, argv, i, "--batch");
+        *status = v ? model_parse_i64(cmd, "--batch", v, 1, &o->batch) : 2;
         return 1;
     }
     if (cli_is(a, "--workspace")) {

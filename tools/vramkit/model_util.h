@@ -22,6 +22,10 @@ typedef struct model_opts {
 
 void model_opts_init(model_opts *o);
 
+/* opt's value v as an integer >= lo into *out: 0, or 2 with the usage
+ * message printed. */
+int model_parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out);
+
 /* If argv[*i] is a shared option (--backend cpu|cuda, --batch N, --workspace
  * SIZE, --tf32, --graph), take it and its value into o and return 1 (with
  * *status 2 and the usage message printed if the value is bad); 0 if it is

@@ -23,7 +23,7 @@ static int64_t tile_len(int64_t k, int64_t positions, uint64_t floats)
     return ns < (uint64_t)positions ? (int64_t)ns : positions;
 }
 
-static int check(const vram__conv2d *p, const char *op)
+int vram__conv2d_check(const vram__conv2d *p, const char *op)
 {
     if (p->n < 0 || p->c_in < 0 || p->h < 0 || p->w < 0 || p->c_out < 0 || p->oh < 0 ||
         p->ow < 0 || p->kh < 1 || p->kw < 1 || p->stride_h < 1 || p->stride_w < 1 ||
@@ -151,7 +151,7 @@ uint64_t vram__cpu_conv2d_scratch(const vram__conv2d *p, uint64_t limit)
 int vram__cpu_conv2d(const vram__conv2d *p, const float *x, const float *w, const float *bias,
                      float *y, void *scratch, uint64_t scratch_bytes)
 {
-    int rc = check(p, "Conv");
+    int rc = vram__conv2d_check(p, "Conv");
     if (rc)
         return rc;
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
@@ -258,7 +258,7 @@ static void convt_direct(const vram__conv2d *p, const float *x, const float *w, 
 int vram__cpu_conv_transpose2d(const vram__conv2d *p, const float *x, const float *w,
                                const float *bias, float *y, void *scratch, uint64_t scratch_bytes)
 {
-    int rc = check(p, "ConvTranspose");
+    int rc = vram__conv2d_check(p, "ConvTranspose");
     if (rc)
         return rc;
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;

@@ -122,7 +122,7 @@ int vram__broadcast_shape(const vram__shape *a, const vram__shape *b, vram__shap
 
 /* Element strides of operand s seen through the output shape ys (s aligned
  * to the right, as NumPy): 0 on the axes s broadcasts along. */
-static void bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *st)
+void vram__bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *st)
 {
     int64_t acc = 1;
     for (int i = ys->rank - 1; i >= 0; i--) {
@@ -134,7 +134,7 @@ static void bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *
 }
 
 /* Check that ys is the broadcast of as and bs, with every dimension known. */
-static int check_bcast(const char *what, const vram__shape *as, const vram__shape *bs, const vram__shape *ys)
+int vram__bcast_check(const char *what, const vram__shape *as, const vram__shape *bs, const vram__shape *ys)
 {
     char s1[160], s2[160], s3[160];
     vram__shape t;
@@ -169,8 +169,8 @@ static void bcast_run(row_fn row, int op, size_t esz, const vram__shape *as, con
         row(op, 1, a, 0, b, 0, y);
         return;
     }
-    bcast_strides(as, ys, sa);
-    bcast_strides(bs, ys, sb);
+    vram__bcast_strides(as, ys, sa);
+    vram__bcast_strides(bs, ys, sb);
     const char *pa = a, *pb = b;
     char *py = y;
     int64_t inner = ys->dim[r - 1], oa = 0, ob = 0;
@@ -228,7 +228,7 @@ static void row_i64(int op, int64_t n, const void *a_, int64_t sa, const void *b
     }
 }
 
-static const char *bin_name(int op)
+const char *vram__binary_name(int op)
 {
     static const char *const names[] = {"Add", "Sub", "Mul", "Div"};
     return op >= 0 && op < 4 ? names[op] : "binary op";
@@ -239,7 +239,7 @@ int vram__cpu_binary(int op, const vram__shape *as, const float *a, const vram__
 {
     if (op < VRAM__BIN_ADD || op > VRAM__BIN_DIV)
         return vram__fail(VRAM_EINVAL, "unknown binary op %d", op);
-    int rc = check_bcast(bin_name(op), as, bs, ys);
+    int rc = vram__bcast_check(vram__binary_name(op), as, bs, ys);
     if (rc)
         return rc;
     bcast_run(row_f32, op, sizeof(float), as, a, bs, b, ys, y);
@@ -251,7 +251,7 @@ int vram__cpu_binary_i64(int op, const vram__shape *as, const int64_t *a, const 
 {
     if (op < VRAM__BIN_ADD || op > VRAM__BIN_DIV)
         return vram__fail(VRAM_EINVAL, "unknown binary op %d", op);
-    int rc = check_bcast(bin_name(op), as, bs, ys);
+    int rc = vram__bcast_check(vram__binary_name(op), as, bs, ys);
     if (rc)
         return rc;
     if (op == VRAM__BIN_DIV && vram__cpu_elems(ys) > 0) {
@@ -267,7 +267,7 @@ int vram__cpu_binary_i64(int op, const vram__shape *as, const int64_t *a, const 
 
 int vram__cpu_prelu(const vram__shape *xs, const float *x, const vram__shape *ss, const float *slope, float *y)
 {
-    int rc = check_bcast("PRelu", xs, ss, xs);
+    int rc = vram__bcast_check("PRelu", xs, ss, xs);
     if (rc)
         return rc;
     bcast_run(row_prelu, 0, sizeof(float), xs, x, ss, slope, xs, y);

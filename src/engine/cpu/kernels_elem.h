@@ -150,6 +150,27 @@ int vram__cpu_cast(int from, int to, int64_t n, const void *x, void *y);
  * VRAM_ENOSYS naming both types. */
 int vram__cast_check(int from, int to);
 
+/* ---- argument checks and helpers, shared with the CUDA kernels' host side */
+
+/* ys must be the broadcast of as and bs with every dimension known:
+ * VRAM_EINVAL naming `what` and the three shapes otherwise. */
+int vram__bcast_check(const char *what, const vram__shape *as, const vram__shape *bs,
+                      const vram__shape *ys);
+/* Element strides of operand s seen through the output shape ys (s aligned
+ * to the right, as NumPy): 0 on the axes s broadcasts along. */
+void vram__bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *st);
+/* "Add", "Sub", "Mul", "Div" for enum vram__binary_op. */
+const char *vram__binary_name(int op);
+/* vram__cpu_pad's shape checks (mode, output = input grown by the pads). */
+int vram__pad_check(int mode, const vram__shape *xs, const int64_t *pads, const vram__shape *ys);
+/* vram__cpu_gather's checks of the axis and shapes (not of the index
+ * values); *axis comes back non-negative. */
+int vram__gather_check(int *axis, const vram__shape *xs, const vram__shape *is,
+                       const vram__shape *ys);
+/* vram__cpu_resize's argument checks, with its messages. */
+int vram__resize_check(int mode, int ctm, int nearest_mode, const vram__shape *xs,
+                       const float *scales, const vram__shape *ys);
+
 /* ---- helpers shared by the kernel files ------------------------------- */
 
 /* Elements of a shape whose dimensions are all known (1 for a scalar). */

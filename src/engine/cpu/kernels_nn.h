@@ -92,6 +92,11 @@ void vram__cpu_batchnorm(int64_t n, int64_t c, int64_t spatial, const float *x, 
 void vram__cpu_bn_fold(int64_t c_out, int64_t w_per_out, float *w, float *b, const float *scale,
                        const float *bias, const float *mean, const float *var, float eps);
 
+/* The descriptor checks of vram__cpu_conv2d and vram__cpu_conv_transpose2d
+ * (VRAM_EINVAL naming `op` and every parameter), shared with the CUDA
+ * kernels' host side. */
+int vram__conv2d_check(const vram__conv2d *p, const char *op);
+
 /* ---- shared by the kernels' files ------------------------------------ */
 
 /* y[i*ldy + j] += alpha * sum_p A(i,p) B(p,j) for i < m, j < n, p < k, with

@@ -162,8 +162,7 @@ static int64_t pad_source(int mode, int64_t i, int64_t n)
     return k < n ? k : p - k;
 }
 
-int vram__cpu_pad(size_t elem, int mode, const vram__shape *xs, const void *x, const int64_t *pads,
-                  const void *value, const vram__shape *ys, void *y)
+int vram__pad_check(int mode, const vram__shape *xs, const int64_t *pads, const vram__shape *ys)
 {
     char s1[160], s2[160];
     int r = xs->rank;
@@ -180,6 +179,15 @@ int vram__cpu_pad(size_t elem, int mode, const vram__shape *xs, const void *x, c
             return vram__fail(VRAM_EINVAL, "Pad: %s mode cannot pad axis %d, which has no elements",
                               mode == VRAM__PAD_REFLECT ? "reflect" : "edge", d);
     }
+    return 0;
+}
+
+int vram__cpu_pad(size_t elem, int mode, const vram__shape *xs, const void *x, const int64_t *pads,
+                  const void *value, const vram__shape *ys, void *y)
+{
+    int rc = vram__pad_check(mode, xs, pads, ys), r = xs->rank;
+    if (rc)
+        return rc;
     int64_t total = vram__cpu_elems(ys), xst[VRAM__MAX_RANK], idx[VRAM__MAX_RANK] = {0};
     if (total <= 0)
         return 0;
@@ -215,10 +223,11 @@ int vram__cpu_pad(size_t elem, int mode, const vram__shape *xs, const void *x, c
 
 /* ---- gather --------------------------------------------------------------- */
 
-int vram__cpu_gather(size_t elem, int axis, const vram__shape *xs, const void *x, const vram__shape *is,
-                     const int64_t *idx, const vram__shape *ys, void *y)
+int vram__gather_check(int *axis_io, const vram__shape *xs, const vram__shape *is,
+                       const vram__shape *ys)
 {
     char s1[160], s2[160], s3[160];
+    int axis = *axis_io;
     if (xs->rank < 1 || axis < -xs->rank || axis >= xs->rank)
         return vram__fail(VRAM_EINVAL, "Gather: axis %d is outside [-%d, %d) for data %s", axis, xs->rank,
                           xs->rank, vram__cpu_shape_fmt(xs, s1, sizeof s1));
@@ -233,6 +242,16 @@ int vram__cpu_gather(size_t elem, int axis, const vram__shape *xs, const void *x
         return vram__fail(VRAM_EINVAL, "Gather: output shape %s does not match data %s and indices %s on axis %d",
                           vram__cpu_shape_fmt(ys, s1, sizeof s1), vram__cpu_shape_fmt(xs, s2, sizeof s2),
                           vram__cpu_shape_fmt(is, s3, sizeof s3), axis);
+    *axis_io = axis;
+    return 0;
+}
+
+int vram__cpu_gather(size_t elem, int axis, const vram__shape *xs, const void *x, const vram__shape *is,
+                     const int64_t *idx, const vram__shape *ys, void *y)
+{
+    int rc = vram__gather_check(&axis, xs, is, ys);
+    if (rc)
+        return rc;
     int64_t outer, inner, n = xs->dim[axis], ni = vram__cpu_elems(is);
     for (int64_t j = 0; j < ni; j++)
         if (idx[j] < -n || idx[j] >= n)

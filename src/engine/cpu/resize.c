@@ -61,8 +61,8 @@ uint64_t vram__cpu_resize_scratch(const vram__shape *ys)
     return n * sizeof(tap);
 }
 
-int vram__cpu_resize(int mode, int ctm, int nearest_mode, const vram__shape *xs, const float *x,
-                     const float *scales, const vram__shape *ys, float *y, void *scratch)
+int vram__resize_check(int mode, int ctm, int nearest_mode, const vram__shape *xs,
+                       const float *scales, const vram__shape *ys)
 {
     if (mode == 2)
         return vram__fail(VRAM_ENOSYS, "Resize: cubic mode is not supported");
@@ -83,6 +83,16 @@ int vram__cpu_resize(int mode, int ctm, int nearest_mode, const vram__shape *xs,
             return vram__fail(VRAM_EINVAL, "Resize: cannot resize axis %d from %lld to %lld elements", d,
                               (long long)xs->dim[d], (long long)ys->dim[d]);
     }
+    return 0;
+}
+
+int vram__cpu_resize(int mode, int ctm, int nearest_mode, const vram__shape *xs, const float *x,
+                     const float *scales, const vram__shape *ys, float *y, void *scratch)
+{
+    int rc = vram__resize_check(mode, ctm, nearest_mode, xs, scales, ys);
+    if (rc)
+        return rc;
+    int r = xs->rank;
     int64_t total = vram__cpu_elems(ys);
     if (total <= 0)
         return 0;

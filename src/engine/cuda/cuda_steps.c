@@ -113,8 +113,8 @@ static int plan_conv(vram_engine *e, cudnnHandle_t h, const vram__step *st, vram
 }
 
 /* MatMul's operands as NumPy sees them: m, k, n and the batch strides. */
-static int plan_matmul(const vram__variant *v, const vram__node *n, const vram__step *st,
-                       vram__cuda_gemm *g)
+static void plan_matmul(const vram__variant *v, const vram__node *n, const vram__step *st,
+                        vram__cuda_gemm *g)
 {
     const vram__shape *as = &v->shape[n->in[0]], *bs = &v->shape[n->in[1]];
     const vram__shape *ys = &v->shape[st->y];
@@ -132,13 +132,10 @@ static int plan_matmul(const vram__variant *v, const vram__node *n, const vram__
     g->count = y_batch;
     g->stride_a = a_batch == 1 ? 0 : g->m * g->k;
     g->stride_b = b_batch == 1 ? 0 : g->k * g->n;
-    /* one stride per operand only if its batch is all of y's or none */
+    /* One stride per operand only if its batch is all of y's or none: an
+     * operand's dimensions each equal y's or are 1, so the same count means
+     * the same layout. */
     g->per_batch = (a_batch != 1 && a_batch != y_batch) || (b_batch != 1 && b_batch != y_batch);
-    if (!g->per_batch && a_batch == y_batch && as->rank - 2 != yb && a_batch != 1)
-        g->per_batch = 1;
-    if (!g->per_batch && b_batch == y_batch && bs->rank - 2 != yb && b_batch != 1)
-        g->per_batch = 1;
-    return 0;
 }
 
 int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v, int index,
@@ -162,7 +159,7 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
         g->count = 1;
     } else if (st->op == VRAM__OP_MATMUL) {
         out->kind = 2;
-        rc = plan_matmul(v, n, st, &out->u.gemm);
+        plan_matmul(v, n, st, &out->u.gemm);
     }
     if (!rc && out->kind == 2) {
         const vram__cuda_gemm *g = &out->u.gemm;

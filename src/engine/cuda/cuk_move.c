@@ -184,7 +184,6 @@ static int step_split(const vram__cuk *k, CUstream s, const vram_context *ctx,
 static int step_pad(const vram__cuk *k, CUstream s, const vram_context *ctx,
                     const vram__step *st)
 {
-    char s1[160], s2[160];
     const vram__graph *g = &ctx->e->g;
     int dt = g->values[st->x].dtype, mode = st->p.pad.mode;
     const vram__shape *xs = vram__cuk_shape(ctx, st->x), *ys = vram__cuk_shape(ctx, st->y);
@@ -192,22 +191,9 @@ static int step_pad(const vram__cuk *k, CUstream s, const vram_context *ctx,
     int r = xs->rank;
     if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64 && st->p.pad.value != 0)
         return vram__fail(VRAM_ENOSYS, "Pad with a non-zero value on %s", vram__dtype_name(dt));
-    if (mode < VRAM__PAD_CONSTANT || mode > VRAM__PAD_EDGE)
-        return vram__fail(VRAM_EINVAL, "Pad: unknown mode %d", mode);
-    if (ys->rank != r)
-        return vram__fail(VRAM_EINVAL, "Pad: output rank %d differs from input rank %d", ys->rank,
-                          r);
-    for (int d = 0; d < r; d++) {
-        if (xs->dim[d] < 0 || xs->dim[d] + pads[d] + pads[r + d] != ys->dim[d] || ys->dim[d] < 0)
-            return vram__fail(VRAM_EINVAL,
-                              "Pad: output shape %s is not input %s with pads %lld,%lld on axis %d",
-                              vram__cpu_shape_fmt(ys, s1, sizeof s1),
-                              vram__cpu_shape_fmt(xs, s2, sizeof s2), (long long)pads[d],
-                              (long long)pads[r + d], d);
-        if (mode != VRAM__PAD_CONSTANT && xs->dim[d] == 0 && ys->dim[d] > 0)
-            return vram__fail(VRAM_EINVAL, "Pad: %s mode cannot pad axis %d, which has no elements",
-                              mode == VRAM__PAD_REFLECT ? "reflect" : "edge", d);
-    }
+    int rc = vram__pad_check(mode, xs, pads, ys);
+    if (rc)
+        return rc;
     vram__cuk_pad_p p;
     memset(&p, 0, sizeof p);
     p.total = vram__cpu_elems(ys);
@@ -244,30 +230,13 @@ static int step_gather(const vram__cuk *k, CUstream s, const vram_context *ctx,
                        const vram__step *st, const vram__node *n, int index,
                        vram__cuk_error *err)
 {
-    char s1[160], s2[160], s3[160];
     const vram__graph *g = &ctx->e->g;
     size_t elem = vram__dtype_size(g->values[st->x].dtype);
     const vram__shape *xs = vram__cuk_shape(ctx, st->x), *is = vram__cuk_shape(ctx, n->in[1]),
                       *ys = vram__cuk_shape(ctx, st->y);
-    int axis = st->p.axis;
-    if (xs->rank < 1 || axis < -xs->rank || axis >= xs->rank)
-        return vram__fail(VRAM_EINVAL, "Gather: axis %d is outside [-%d, %d) for data %s", axis,
-                          xs->rank, xs->rank, vram__cpu_shape_fmt(xs, s1, sizeof s1));
-    if (axis < 0)
-        axis += xs->rank;
-    int want = xs->rank - 1 + is->rank, ok = ys->rank == want && want <= VRAM__MAX_RANK;
-    for (int d = 0; ok && d < want; d++) {
-        int64_t e = d < axis              ? xs->dim[d]
-                    : d < axis + is->rank ? is->dim[d - axis]
-                                          : xs->dim[d - is->rank + 1];
-        ok = ys->dim[d] == e;
-    }
-    if (!ok)
-        return vram__fail(VRAM_EINVAL,
-                          "Gather: output shape %s does not match data %s and indices %s on axis %d",
-                          vram__cpu_shape_fmt(ys, s1, sizeof s1),
-                          vram__cpu_shape_fmt(xs, s2, sizeof s2),
-                          vram__cpu_shape_fmt(is, s3, sizeof s3), axis);
+    int axis = st->p.axis, rc = vram__gather_check(&axis, xs, is, ys);
+    if (rc)
+        return rc;
     vram__cuk_gather_p p;
     memset(&p, 0, sizeof p);
     p.ni = vram__cpu_elems(is);

@@ -15,38 +15,6 @@
 
 /* ---- broadcasting ---------------------------------------------------------- */
 
-/* Element strides of operand s seen through the output shape ys (s aligned
- * to the right, as NumPy): 0 on the axes s broadcasts along. */
-static void bcast_strides(const vram__shape *s, const vram__shape *ys, int64_t *st)
-{
-    int64_t acc = 1;
-    for (int i = ys->rank - 1; i >= 0; i--) {
-        int is = i - (ys->rank - s->rank);
-        int64_t d = is >= 0 ? s->dim[is] : 1;
-        st[i] = (d == 1 && ys->dim[i] != 1) ? 0 : acc;
-        acc *= d;
-    }
-}
-
-/* elem.c's check: ys must be the broadcast of as and bs, every dimension known. */
-static int check_bcast(const char *what, const vram__shape *as, const vram__shape *bs,
-                       const vram__shape *ys)
-{
-    char s1[160], s2[160], s3[160];
-    vram__shape t;
-    int rc = vram__broadcast_shape(as, bs, &t);
-    if (rc)
-        return vram__fail_prefix(rc, "%s: ", what);
-    int same = t.rank == ys->rank;
-    for (int i = 0; same && i < t.rank; i++)
-        same = t.dim[i] == ys->dim[i] && t.dim[i] >= 0;
-    if (!same)
-        return vram__fail(VRAM_EINVAL, "%s: output shape %s is not the broadcast of %s and %s",
-                          what, vram__cpu_shape_fmt(ys, s1, sizeof s1),
-                          vram__cpu_shape_fmt(as, s2, sizeof s2),
-                          vram__cpu_shape_fmt(bs, s3, sizeof s3));
-    return 0;
-}
 
 static int run_binary(const vram__cuk *k, CUstream s, int kid, int op, const vram__shape *as,
                       const void *a, const vram__shape *bs, const void *b, const vram__shape *ys,
@@ -58,8 +26,8 @@ static int run_binary(const vram__cuk *k, CUstream s, int kid, int op, const vra
     if (p.total <= 0)
         return 0;
     int64_t dim[VRAM__MAX_RANK], st[2][VRAM__MAX_RANK];
-    bcast_strides(as, ys, st[0]);
-    bcast_strides(bs, ys, st[1]);
+    vram__bcast_strides(as, ys, st[0]);
+    vram__bcast_strides(bs, ys, st[1]);
     for (int i = 0; i < ys->rank; i++)
         dim[i] = ys->dim[i];
     int r = vram__cuk_merge_axes(ys->rank, dim, 2, st);
@@ -79,34 +47,16 @@ static int run_binary(const vram__cuk *k, CUstream s, int kid, int op, const vra
     return vram__cuk_launch(k, kid, s, p.total, &p);
 }
 
-static const char *bin_name(int op)
-{
-    static const char *const names[] = {"Add", "Sub", "Mul", "Div"};
-    return op >= 0 && op < 4 ? names[op] : "binary op";
-}
 
 /* ---- float kernels ----------------------------------------------------------- */
 
-/* conv.c's check() for ConvTranspose. */
+/* conv.c's checks, then one thread per output element. */
 static int step_convt(const vram__cuk *k, CUstream s, const vram__conv2d *c, const float *x,
                       const float *w, const float *bias, float *y)
 {
-    if (c->n < 0 || c->c_in < 0 || c->h < 0 || c->w < 0 || c->c_out < 0 || c->oh < 0 ||
-        c->ow < 0 || c->kh < 1 || c->kw < 1 || c->stride_h < 1 || c->stride_w < 1 ||
-        c->dil_h < 1 || c->dil_w < 1 || c->pad_top < 0 || c->pad_left < 0 ||
-        c->pad_bottom < 0 || c->pad_right < 0 || c->group < 1 || c->c_in % c->group ||
-        c->c_out % c->group)
-        return vram__fail(VRAM_EINVAL,
-                          "%s: bad parameters (n %lld, c_in %lld, %lldx%lld, c_out %lld, kernel "
-                          "%lldx%lld, output %lldx%lld, strides %lld,%lld, dilations %lld,%lld, "
-                          "pads %lld,%lld,%lld,%lld, group %lld)",
-                          "ConvTranspose", (long long)c->n, (long long)c->c_in, (long long)c->h,
-                          (long long)c->w, (long long)c->c_out, (long long)c->kh,
-                          (long long)c->kw, (long long)c->oh, (long long)c->ow,
-                          (long long)c->stride_h, (long long)c->stride_w, (long long)c->dil_h,
-                          (long long)c->dil_w, (long long)c->pad_top, (long long)c->pad_left,
-                          (long long)c->pad_bottom, (long long)c->pad_right,
-                          (long long)c->group);
+    int rc = vram__conv2d_check(c, "ConvTranspose");
+    if (rc)
+        return rc;
     vram__cuk_convt_p p = {
         .total = c->n * c->c_out * c->oh * c->ow, .c_in = c->c_in, .h = c->h, .w = c->w,
         .c_out = c->c_out, .kh = c->kh, .kw = c->kw, .oh = c->oh, .ow = c->ow,
@@ -165,27 +115,10 @@ static int step_resize(const vram__cuk *k, CUstream s, const vram__step *st,
 {
     int mode = st->p.resize.mode, ctm = st->p.resize.ctm, nearest = st->p.resize.nearest;
     const float *scales = st->p.resize.scales;
-    if (mode == 2)
-        return vram__fail(VRAM_ENOSYS, "Resize: cubic mode is not supported");
-    if (mode != 0 && mode != 1)
-        return vram__fail(VRAM_EINVAL, "Resize: unknown mode %d (0 nearest, 1 linear)", mode);
-    if (ctm < 0 || ctm > 4)
-        return vram__fail(VRAM_EINVAL, "Resize: unknown coordinate_transformation_mode %d", ctm);
-    if (nearest < 0 || nearest > 3)
-        return vram__fail(VRAM_EINVAL, "Resize: unknown nearest_mode %d", nearest);
-    if (xs->rank != ys->rank || xs->rank < 0 || xs->rank > VRAM__MAX_RANK)
-        return vram__fail(VRAM_EINVAL, "Resize: input rank %d and output rank %d differ",
-                          xs->rank, ys->rank);
+    int rc = vram__resize_check(mode, ctm, nearest, xs, scales, ys);
+    if (rc)
+        return rc;
     int r = xs->rank;
-    for (int d = 0; d < r; d++) {
-        if (!(scales[d] > 0.0f) || isinf(scales[d]))
-            return vram__fail(VRAM_EINVAL, "Resize: scale %g of axis %d is not a positive number",
-                              (double)scales[d], d);
-        if (xs->dim[d] < 0 || ys->dim[d] < 0 || (xs->dim[d] == 0 && ys->dim[d] > 0))
-            return vram__fail(VRAM_EINVAL,
-                              "Resize: cannot resize axis %d from %lld to %lld elements", d,
-                              (long long)xs->dim[d], (long long)ys->dim[d]);
-    }
     vram__cuk_resize_p p;
     memset(&p, 0, sizeof p);
     p.total = vram__cpu_elems(ys);
@@ -265,7 +198,7 @@ int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_context *ctx,
     }
     case VRAM__OP_PRELU: {
         const vram__shape *xs = vram__cuk_shape(ctx, st->x);
-        int rc = check_bcast("PRelu", xs, vram__cuk_shape(ctx, n->in[1]), xs);
+        int rc = vram__bcast_check("PRelu", xs, vram__cuk_shape(ctx, n->in[1]), xs);
         if (rc)
             return rc;
         return run_binary(k, stream, VRAM__CUK_K_binary, VRAM__CUK_BIN_PRELU, xs, x,
@@ -277,7 +210,7 @@ int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_context *ctx,
             return vram__fail(VRAM_EINVAL, "unknown binary op %d", op);
         const vram__shape *as = vram__cuk_shape(ctx, n->in[0]);
         const vram__shape *bs = vram__cuk_shape(ctx, n->in[1]), *ys = vram__cuk_shape(ctx, st->y);
-        int rc = check_bcast(bin_name(op), as, bs, ys);
+        int rc = vram__bcast_check(vram__binary_name(op), as, bs, ys);
         if (rc)
             return rc;
         return run_binary(k, stream, st->p.binary.i64 ? VRAM__CUK_K_binary_i64 : VRAM__CUK_K_binary,

@@ -137,13 +137,11 @@ static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, 
                          n);
         return 0;
     }
+    /* on the legacy stream; context_setup waits for it once */
     if (src)
         VRAM__CU_TRY(vram__cu.cuMemcpyHtoD(dptr(dst), src, n), "cuMemcpyHtoD of %zu bytes", n);
     else
         VRAM__CU_TRY(vram__cu.cuMemsetD8(dptr(dst), 0, n), "cuMemsetD8 of %zu bytes", n);
-    /* a copy from pageable memory may still be in flight: finish it before
-     * any context's stream reads the weights */
-    VRAM__CU_TRY(vram__cu.cuCtxSynchronize(), "cuCtxSynchronize");
     return 0;
 }
 
@@ -199,6 +197,10 @@ static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_cont
         rc = vram_device_stream_acquire(ce->dev, VRAM_PRIORITY_NORMAL, &s);
     if (rc)
         return rc;
+    /* The weights went up on the legacy stream, which the context's
+     * non-blocking stream does not wait for; a copy from pageable memory may
+     * still be landing when cuMemcpyHtoD returns. */
+    VRAM__CU_TRY(vram__cu.cuStreamSynchronize(CU_STREAM_LEGACY), "waiting for the weights");
     cc->stream = s;
     c->stream = s;
     cc->graph = vram__calloc((size_t)ce->n_var, sizeof *cc->graph);
@@ -278,15 +280,15 @@ static int capture(vram_context *c, int vi, CUgraphExec *out)
     VRAM__CU_TRY(vram__cu.cuStreamBeginCapture(cc->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                  "cuStreamBeginCapture");
     int rc = enqueue(c, vi);
-    char msg[512];
-    if (rc)
-        snprintf(msg, sizeof msg, "%s", vram_last_error());
+    vram__saved_error err;
+    vram__error_save(&err);
     CUgraph g = NULL;
     CUresult r = vram__cu.cuStreamEndCapture(cc->stream, &g);
     if (rc) {
         if (g)
             vram__cu.cuGraphDestroy(g);
-        return vram__fail(rc, "capturing a CUDA graph: %s", msg);
+        vram__error_restore(&err, rc);
+        return vram__fail_prefix(rc, "capturing a CUDA graph: ");
     }
     if (r != CUDA_SUCCESS)
         return vram__cu_fail(r, "cuStreamEndCapture");
