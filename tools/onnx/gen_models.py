@@ -705,6 +705,30 @@ def _mixed():
     b.output(b.node("Gemm", [g, b.weight("fc_w", [3, 4]), b.weight("fc_b", [3])], transB=1), ["N", 3])
     b.dims = {"N": 3}
     out.append(b)
+
+    # What an executor may fold into a convolution's epilogue, and what it
+    # must not: every case a reader of the convolution's output decides.
+    b = Builder("mixed_conv_epilogues", "Conv+bias then Add (conv second) + Relu; depthwise with unequal "
+                "pads, stride 2 + Relu; Conv also a graph output then Add; Conv + broadcast Add; Conv + Add "
+                "read twice + Relu; dilated depthwise without bias + Relu", 13)
+    x = b.input("X", [2, 4, 9, 9])
+    skip = b.input("S", [2, 6, 9, 9])
+    c1 = b.node("Conv", [x, b.weight("w1", [6, 4, 3, 3], -0.4, 0.4), b.weight("b1", [6])], pads=[1, 1, 1, 1])
+    r1 = b.node("Relu", [b.node("Add", [skip, c1])])
+    d1 = b.node("Conv", [r1, b.weight("wd1", [6, 1, 3, 3]), b.weight("bd1", [6])], group=6,
+                strides=[2, 2], pads=[0, 0, 1, 1])
+    b.output(b.node("Relu", [d1]))
+    c2 = b.node("Conv", [r1, b.weight("w2", [6, 6, 1, 1], -0.4, 0.4), b.weight("b2", [6])])
+    b.output(c2)
+    b.output(b.node("Add", [c2, r1]))
+    c3 = b.node("Conv", [r1, b.weight("w3", [6, 6, 1, 1], -0.4, 0.4), b.weight("b3", [6])])
+    b.output(b.node("Add", [c3, b.weight("bcast", [1, 6, 1, 1])]))
+    c4 = b.node("Conv", [r1, b.weight("w4", [6, 6, 3, 3], -0.3, 0.3)], pads=[1, 1, 1, 1])
+    a4 = b.node("Add", [c4, r1])
+    b.output(b.node("Mul", [a4, b.node("Relu", [a4])]))
+    d2 = b.node("Conv", [r1, b.weight("wd2", [6, 1, 3, 3])], group=6, dilations=[2, 2], pads=[2, 2, 2, 2])
+    b.output(b.node("Relu", [d2]))
+    out.append(b)
     return out
 
 

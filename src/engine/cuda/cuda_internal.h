@@ -10,12 +10,15 @@
 #include "dnn.h"
 #include "engine/engine_internal.h"
 
-/* A convolution as cuDNN runs it: an execution plan of the graph API
- * (cudnn_graph.c) where one finalizes, else the older API's descriptors and
- * algorithm. There, with unequal pads on an axis the input is first copied,
- * zero-padded, to the workspace's start (pad_bytes) and cuDNN pads nothing;
- * cuDNN's own workspace follows. */
+/* A convolution as it runs: a depthwise one on our own kernel; otherwise an
+ * execution plan of cuDNN's graph API (cudnn_graph.c) where one finalizes,
+ * else the older API's descriptors and algorithm. There, with unequal pads
+ * on an axis the input is first copied, zero-padded, to the workspace's
+ * start (pad_bytes) and cuDNN pads nothing; cuDNN's own workspace follows.
+ * bias_later: a later step adds the bias (an epilogue, below). */
 typedef struct vram__cuda_conv {
+    int depthwise;
+    int bias_later;
     cudnnBackendDescriptor_t plan; /* graph API (NULL: the older API) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
@@ -35,11 +38,31 @@ typedef struct vram__cuda_gemm {
     int per_batch;
 } vram__cuda_gemm;
 
+/* The step after a convolution, when it is the only reader of the
+ * convolution's output, finishes it in one pass (cuda_fuse.c): y =
+ * relu?(conv output + bias + other), where the step is a ReLU (other -1) or
+ * an Add of two equal shapes (other: its second operand), optionally with
+ * the ReLU that alone reads the Add's output. Value indices; -1: none. */
+typedef struct vram__cuda_epilogue {
+    int conv_y, bias, other, relu;
+    int64_t n, c, spatial;
+} vram__cuda_epilogue;
+
+enum {
+    VRAM__CUDA_KERNELS,  /* our kernels (cuk_steps.c, cuk_move.c) */
+    VRAM__CUDA_CONV,     /* cuDNN or the depthwise kernel */
+    VRAM__CUDA_GEMM,     /* cuBLAS: Gemm, MatMul */
+    VRAM__CUDA_EPILOGUE, /* an Add or ReLU folded into a convolution's epilogue */
+    VRAM__CUDA_RELU_DONE /* a ReLU the epilogue before it applied: runs only when its
+                            output is not its input (ReLU twice is ReLU once) */
+};
+
 typedef struct vram__cuda_step {
-    int kind; /* 0: our kernels; 1: conv; 2: gemm/matmul */
+    int kind; /* VRAM__CUDA_... */
     union {
         vram__cuda_conv conv;
         vram__cuda_gemm gemm;
+        vram__cuda_epilogue epi;
     } u;
 } vram__cuda_step;
 
@@ -52,7 +75,8 @@ typedef struct vram__cuda_engine {
     uint64_t cublas_bytes;   /* of the workspace, for cuBLAS */
     uint64_t err_offset;     /* of the error word in the workspace */
     int has_gemm;
-    unsigned convs[2];       /* planned: [0] graph API, [1] the older API */
+    unsigned convs[3];       /* planned: graph API, the older API, depthwise kernel */
+    unsigned epilogues;      /* Add/ReLU steps folded into convolutions */
 } vram__cuda_engine;
 
 typedef struct vram__cuda_context {
@@ -86,5 +110,12 @@ int vram__cudnn_graph_pack(const void *x, const void *w, void *y, void *ws,
 void vram__cudnn_graph_free(cudnnBackendDescriptor_t *d);
 int vram__cuda_gemm_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
                         const vram_context *ctx, const vram__step *st, const vram__cuda_gemm *p);
+
+/* cuda_fuse.c: fold the steps after variant v's convolutions into their
+ * epilogues where that is exact; returns how many were folded. */
+unsigned vram__cuda_fuse(const vram_engine *e, const vram__variant *v, vram__cuda_step *steps);
+int vram__cuda_epilogue_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
+                            const vram_context *ctx, const vram__step *st,
+                            const vram__cuda_epilogue *ep);
 
 #endif

@@ -1,5 +1,6 @@
-/* src/engine/cuda/cuda_steps.c - convolutions through cuDNN and matrix
- * products through cuBLAS: planned once per batch variant at load
+/* src/engine/cuda/cuda_steps.c - convolutions through cuDNN (depthwise ones
+ * on our kernel) and matrix products through cuBLAS, and the epilogues that
+ * finish convolutions: planned once per batch variant at load
  * (descriptors, the algorithm cuDNN's heuristics rank fastest among those
  * whose workspace fits the limit, exact FP32 unless TF32 is allowed), and
  * enqueued on a context's stream at run time. Tensors are row-major NCHW
@@ -24,8 +25,12 @@ static int too_big(int64_t x) { return x < 0 || x > INT_MAX; }
 static int plan_conv(vram_engine *e, cudnnHandle_t h, const vram__step *st, vram__cuda_conv *c)
 {
     const vram__conv2d *p = &st->p.conv;
-    /* grouped convolutions (depthwise included) stay on the older API, which
-     * takes them; the graph API's heuristics do not */
+    if (p->group > 1 && p->group == p->c_in && p->group == p->c_out) {
+        c->depthwise = 1; /* memory-bound: our kernel, bias and unequal pads included */
+        return 0;
+    }
+    /* other grouped convolutions stay on the older API, which takes them;
+     * the graph API's heuristics do not */
     if (p->group == 1 &&
         !vram__cudnn_graph_plan(h, p, e->tf32, e->workspace_limit, &c->plan, &c->algo_bytes))
         return 0;
@@ -146,10 +151,10 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
     *out = (vram__cuda_step){0};
     int rc = 0;
     if (st->op == VRAM__OP_CONV) {
-        out->kind = 1;
+        out->kind = VRAM__CUDA_CONV;
         rc = plan_conv(e, h, st, &out->u.conv);
     } else if (st->op == VRAM__OP_GEMM) {
-        out->kind = 2;
+        out->kind = VRAM__CUDA_GEMM;
         vram__cuda_gemm *g = &out->u.gemm;
         g->trans_a = st->p.gemm.trans_a;
         g->trans_b = st->p.gemm.trans_b;
@@ -158,10 +163,10 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
         g->k = st->p.gemm.k;
         g->count = 1;
     } else if (st->op == VRAM__OP_MATMUL) {
-        out->kind = 2;
+        out->kind = VRAM__CUDA_GEMM;
         plan_matmul(v, n, st, &out->u.gemm);
     }
-    if (!rc && out->kind == 2) {
+    if (!rc && out->kind == VRAM__CUDA_GEMM) {
         const vram__cuda_gemm *g = &out->u.gemm;
         if (too_big(g->m) || too_big(g->n) || too_big(g->k) || too_big(g->count))
             rc = vram__fail(VRAM_ENOSYS, "a matrix product of %lld x %lld x %lld (x %lld): "
@@ -177,7 +182,7 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
 
 void vram__cuda_step_free(vram__cuda_step *s)
 {
-    if (s->kind != 1)
+    if (s->kind != VRAM__CUDA_CONV)
         return;
     vram__cuda_conv *c = &s->u.conv;
     vram__cudnn_graph_free(&c->plan);
@@ -206,6 +211,10 @@ int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
     const float *x = ctx->ptr[st->x], *w = in_ptr(ctx, n, 1), *bias = in_ptr(ctx, n, 2);
     float *y = ctx->ptr[st->y];
     char *ws = ctx->workspace;
+    if (c->bias_later)
+        bias = NULL;
+    if (c->depthwise)
+        return vram__cuk_dwconv(ce->cuk, cc->stream, p, x, w, bias, y);
     if (c->plan) {
         int rc = *pack ? 0 : vram__cudnn_graph_pack(x, w, y, c->algo_bytes ? ws : NULL, pack);
         if (rc)
@@ -226,8 +235,19 @@ int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
                                                   c->algo_bytes, &zero, c->yd, y),
                 "cudnnConvolutionForward");
     if (bias)
-        return vram__cuk_bias(ce->cuk, cc->stream, p->n, p->c_out, p->oh * p->ow, bias, y);
+        return vram__cuk_epilogue(ce->cuk, cc->stream, p->n, p->c_out, p->oh * p->ow, y, bias,
+                                  NULL, 0, y);
     return 0;
+}
+
+int vram__cuda_epilogue_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
+                            const vram_context *ctx, const vram__step *st,
+                            const vram__cuda_epilogue *ep)
+{
+    return vram__cuk_epilogue(ce->cuk, cc->stream, ep->n, ep->c, ep->spatial,
+                              ctx->ptr[ep->conv_y], ep->bias >= 0 ? ctx->ptr[ep->bias] : NULL,
+                              ep->other >= 0 ? ctx->ptr[ep->other] : NULL, ep->relu,
+                              ctx->ptr[st->y]);
 }
 
 #define BLAS_TRY(call, what)                                                                  \

@@ -1,9 +1,10 @@
 /* src/engine/cuda/cuk.c - the host side of the engine's CUDA kernels, part
  * one: loading the embedded fatbin (kernels.cu) into the current context
  * and finding every kernel, launching them through the driver API, and the
- * three small kernels the cuDNN/cuBLAS path asks for directly (zero
- * padding, Gemm's C broadcast, a bias add). Building each step's parameters
- * is cuk_steps.c (arithmetic) and cuk_move.c (data movement). */
+ * kernels the convolution and matrix-product path asks for directly (zero
+ * padding, Gemm's C broadcast, a convolution's epilogue, depthwise
+ * convolutions). Building each step's parameters is cuk_steps.c
+ * (arithmetic) and cuk_move.c (data movement). */
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -120,13 +121,32 @@ int vram__cuk_broadcast2d(const vram__cuk *k, CUstream stream, int64_t m, int64_
     return vram__cuk_launch(k, VRAM__CUK_K_broadcast2d, stream, m * n, &p);
 }
 
-int vram__cuk_bias(const vram__cuk *k, CUstream stream, int64_t n, int64_t c, int64_t spatial,
-                   const float *bias, float *y)
+int vram__cuk_epilogue(const vram__cuk *k, CUstream stream, int64_t n, int64_t c, int64_t spatial,
+                       const float *x, const float *bias, const float *other, int relu, float *y)
 {
-    if (n < 0 || c < 0 || spatial < 0)
-        return vram__fail(VRAM_EINVAL, "bias over [%lld,%lld,%lld]: sizes must not be negative",
+    if (n < 0 || c < 1 || spatial < 0)
+        return vram__fail(VRAM_EINVAL, "a convolution's epilogue over [%lld,%lld,%lld]: sizes "
+                                       "must not be negative, channels at least 1",
                           (long long)n, (long long)c, (long long)spatial);
-    vram__cuk_bias_p p = {.total = n * c * spatial, .c = c, .spatial = spatial, .bias = bias,
-                          .y = y};
-    return vram__cuk_launch(k, VRAM__CUK_K_bias, stream, p.total, &p);
+    vram__cuk_epilogue_p p = {.total = n * c * spatial, .c = c, .spatial = spatial,
+                              .relu = relu != 0, .x = x, .bias = bias, .other = other, .y = y};
+    return vram__cuk_launch(k, VRAM__CUK_K_epilogue, stream, p.total, &p);
+}
+
+int vram__cuk_dwconv(const vram__cuk *k, CUstream stream, const vram__conv2d *c, const float *x,
+                     const float *w, const float *bias, float *y)
+{
+    int rc = vram__conv2d_check(c, "Conv");
+    if (rc)
+        return rc;
+    if (c->group != c->c_in || c->group != c->c_out)
+        return vram__fail(VRAM_EINVAL, "a depthwise convolution needs group == input channels "
+                                       "== output channels, not %lld, %lld, %lld",
+                          (long long)c->group, (long long)c->c_in, (long long)c->c_out);
+    vram__cuk_dwconv_p p = {
+        .total = c->n * c->c_out * c->oh * c->ow, .c = c->c_out, .h = c->h, .w = c->w,
+        .kh = c->kh, .kw = c->kw, .oh = c->oh, .ow = c->ow, .stride_h = c->stride_h,
+        .stride_w = c->stride_w, .dil_h = c->dil_h, .dil_w = c->dil_w, .pad_top = c->pad_top,
+        .pad_left = c->pad_left, .x = x, .wt = w, .bias = bias, .y = y};
+    return vram__cuk_launch(k, VRAM__CUK_K_dwconv, stream, p.total, &p);
 }

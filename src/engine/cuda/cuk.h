@@ -59,9 +59,16 @@ int vram__cuk_pad2d(const vram__cuk *k, CUstream stream, int64_t n, int64_t c, i
 int vram__cuk_broadcast2d(const vram__cuk *k, CUstream stream, int64_t m, int64_t n, int64_t rows,
                           int64_t cols, float beta, const float *c, float *y);
 
-/* y[i] = x[i] + bias[(i / spatial) % c] over n * c * spatial elements
- * (y may equal x): a bias after a convolution cuDNN ran without one. */
-int vram__cuk_bias(const vram__cuk *k, CUstream stream, int64_t n, int64_t c, int64_t spatial,
-                   const float *bias, float *y);
+/* What follows a convolution cuDNN ran without its bias, in one pass over
+ * n * c * spatial elements: y[i] = x[i] + bias[(i / spatial) % c], plus
+ * other[i] (a residual Add) unless other is NULL, then max(., 0) if relu;
+ * bias may be NULL too. y may equal x or other. */
+int vram__cuk_epilogue(const vram__cuk *k, CUstream stream, int64_t n, int64_t c, int64_t spatial,
+                       const float *x, const float *bias, const float *other, int relu, float *y);
+
+/* A depthwise convolution (group == c_in == c_out) with its bias (NULL:
+ * none) in one kernel: unequal pads need no padded copy. */
+int vram__cuk_dwconv(const vram__cuk *k, CUstream stream, const vram__conv2d *p, const float *x,
+                     const float *w, const float *bias, float *y);
 
 #endif

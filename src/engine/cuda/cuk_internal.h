@@ -10,7 +10,7 @@
 
 /* Every kernel of kernels.cu: X(name) for extern "C" vram_cuk_<name>. */
 #define VRAM__CUK_KERNELS(X)                                                                  \
-    X(pad2d) X(broadcast2d) X(bias) X(convt) X(batchnorm) X(unary) X(binary) X(binary_i64)    \
+    X(pad2d) X(broadcast2d) X(epilogue) X(dwconv) X(convt) X(batchnorm) X(unary) X(binary) X(binary_i64)    \
     X(maxpool) X(avgpool) X(gap_warp) X(gap_block) X(softmax_rows) X(softmax_cols)            \
     X(strided) X(copy2d) X(pad) X(gather) X(resize) X(cast)
 

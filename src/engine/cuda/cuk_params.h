@@ -42,11 +42,24 @@ typedef struct vram__cuk_broadcast2d_p {
     float *y;
 } vram__cuk_broadcast2d_p;
 
-typedef struct vram__cuk_bias_p {
+/* What follows a convolution: y = relu?(x + bias[channel] + other), where
+ * bias and other may be NULL, relu is 0 or 1, and y may equal x or other. */
+typedef struct vram__cuk_epilogue_p {
     int64_t total, c, spatial;
-    const float *bias;
+    int32_t relu, pad_;
+    const float *x, *bias, *other;
     float *y;
-} vram__cuk_bias_p;
+} vram__cuk_epilogue_p;
+
+/* A depthwise convolution (group == c_in == c_out): one thread per output
+ * cell, any kernel, stride, dilation and pads (unequal ones too). */
+typedef struct vram__cuk_dwconv_p {
+    int64_t total; /* n * c * oh * ow */
+    int64_t c, h, w, kh, kw, oh, ow;
+    int64_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    const float *x, *wt, *bias; /* bias may be NULL */
+    float *y;
+} vram__cuk_dwconv_p;
 
 /* ---- steps ----------------------------------------------------------------- */
 

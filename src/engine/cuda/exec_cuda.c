@@ -65,14 +65,16 @@ static int plan_all(vram_engine *e, vram__cuda_engine *ce, cudnnHandle_t h, uint
             int rc = vram__cuda_plan_step(e, h, var, i, cs);
             if (rc)
                 return rc;
-            if (cs->kind == 1 && cs->u.conv.pad_bytes + cs->u.conv.algo_bytes > *most)
+            if (cs->kind == VRAM__CUDA_CONV &&
+                cs->u.conv.pad_bytes + cs->u.conv.algo_bytes > *most)
                 *most = cs->u.conv.pad_bytes + cs->u.conv.algo_bytes;
-            if (cs->kind == 2)
+            if (cs->kind == VRAM__CUDA_GEMM)
                 ce->has_gemm = 1;
-            if (cs->kind == 1)
-                ce->convs[cs->u.conv.plan ? 0 : 1]++;
+            if (cs->kind == VRAM__CUDA_CONV)
+                ce->convs[cs->u.conv.depthwise ? 2 : cs->u.conv.plan ? 0 : 1]++;
             ce->may_fail[v] |= step_may_fail(&var->steps[i]);
         }
+        ce->epilogues += vram__cuda_fuse(e, var, ce->steps[v]);
     }
     return 0;
 }
@@ -113,8 +115,9 @@ static int engine_init(vram_engine *e)
             most = ce->cublas_bytes;
     }
     vram__log(VRAM_LOG_INFO, "cuda engine: %u convolutions as cuDNN graph plans, %u through the "
-                             "older API; workspace %llu bytes (limit %llu)",
-              ce->convs[0], ce->convs[1], (unsigned long long)most,
+                             "older API, %u depthwise on vramkit's kernel; %u Add/ReLU steps "
+                             "folded into their epilogues; workspace %llu bytes (limit %llu)",
+              ce->convs[0], ce->convs[1], ce->convs[2], ce->epilogues, (unsigned long long)most,
               (unsigned long long)e->workspace_limit);
     ce->err_offset = align_up(most);
     e->workspace_bytes = ce->err_offset + align_up(sizeof(vram__cuk_error));
@@ -259,10 +262,14 @@ static int enqueue(vram_context *c, int vi)
         if (st->y >= 0 && !c->var->bytes[st->y] && st->op != VRAM__OP_SPLIT &&
             st->op != VRAM__OP_GATHER) /* (a Gather still checks its indices) */
             continue; /* an empty output: nothing to compute */
-        if (cs->kind == 1)
+        if (cs->kind == VRAM__CUDA_RELU_DONE && c->ptr[st->y] == c->ptr[st->x])
+            continue;
+        if (cs->kind == VRAM__CUDA_CONV)
             rc = vram__cuda_conv_run(ce, cc, c, st, &cs->u.conv, &cc->packs[vi][i]);
-        else if (cs->kind == 2)
+        else if (cs->kind == VRAM__CUDA_GEMM)
             rc = vram__cuda_gemm_run(ce, cc, c, st, &cs->u.gemm);
+        else if (cs->kind == VRAM__CUDA_EPILOGUE)
+            rc = vram__cuda_epilogue_run(ce, cc, c, st, &cs->u.epi);
         else
             rc = vram__cuk_step(ce->cuk, cc->stream, c, i, cc->err);
         if (rc) {

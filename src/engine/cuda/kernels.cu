@@ -1,8 +1,10 @@
-/* src/engine/cuda/kernels.cu - the engine's own CUDA kernels: every step that
- * is not a convolution or a matrix product (those run in cuDNN and cuBLAS),
- * and the small helpers that path needs (zero padding, Gemm's C broadcast, a
- * bias add). Compiled by nvcc into a fatbin that the library embeds and
- * loads with the driver API (cuk.c); nothing here links the CUDA runtime.
+/* src/engine/cuda/kernels.cu - the engine's own CUDA kernels: depthwise
+ * convolutions and every step that is not a convolution or a matrix product
+ * (those run in cuDNN and cuBLAS), and the small helpers that path needs
+ * (zero padding, Gemm's C broadcast, what follows a convolution: bias, a
+ * residual Add, ReLU). Compiled by nvcc into a fatbin that the library
+ * embeds and loads with the driver API (cuk.c); nothing here links the CUDA
+ * runtime.
  *
  * Each kernel is extern "C" (unmangled, for cuModuleGetFunction), takes one
  * parameter block (cuk_params.h) and walks its work with a grid-stride loop,
@@ -133,17 +135,62 @@ KERNEL vram_cuk_broadcast2d(PARAMS(vram__cuk_broadcast2d_p))
     BY_INDEX(p.m * p.n, broadcast2d_body<uint32_t>(p), broadcast2d_body<int64_t>(p));
 }
 
-template <typename I> __device__ static void bias_body(const vram__cuk_bias_p &p)
+template <typename I> __device__ static void epilogue_body(const vram__cuk_epilogue_p &p)
 {
     GRID_LOOP(I, i, p.total) {
-        I ch = (i / (I)p.spatial) % (I)p.c;
-        p.y[i] = __fadd_rn(p.y[i], p.bias[ch]);
+        float v = p.x[i];
+        if (p.bias)
+            v = __fadd_rn(v, p.bias[(i / (I)p.spatial) % (I)p.c]);
+        if (p.other)
+            v = __fadd_rn(v, p.other[i]);
+        if (p.relu && v < 0.0f)
+            v = 0.0f;
+        p.y[i] = v;
     }
 }
 
-KERNEL vram_cuk_bias(PARAMS(vram__cuk_bias_p))
+KERNEL vram_cuk_epilogue(PARAMS(vram__cuk_epilogue_p))
 {
-    BY_INDEX(p.total, bias_body<uint32_t>(p), bias_body<int64_t>(p));
+    BY_INDEX(p.total, epilogue_body<uint32_t>(p), epilogue_body<int64_t>(p));
+}
+
+/* ---- depthwise convolution -------------------------------------------------- */
+
+/* Each output cell sums its window's taps that fall inside the input (the
+ * padding reads as zero), then adds the bias, as the CPU's direct loop. */
+template <typename I> __device__ static void dwconv_body(const vram__cuk_dwconv_p &p)
+{
+    int kh = (int)p.kh, kw = (int)p.kw;
+    GRID_LOOP(I, i, p.total) {
+        I t = i;
+        int64_t ox = (int64_t)take_coord<I>(t, 0, 3, p.ow);
+        int64_t oy = (int64_t)take_coord<I>(t, 1, 3, p.oh);
+        I plane = t; /* n * c + channel */
+        int64_t ch = (int64_t)(plane % (I)p.c);
+        const float *xp = p.x + (int64_t)plane * p.h * p.w;
+        const float *wp = p.wt + ch * kh * kw;
+        int64_t iy0 = oy * p.stride_h - p.pad_top, ix0 = ox * p.stride_w - p.pad_left;
+        float acc = 0.0f;
+        for (int ky = 0; ky < kh; ky++) {
+            int64_t iy = iy0 + ky * p.dil_h;
+            if (iy < 0 || iy >= p.h)
+                continue;
+            const float *row = xp + iy * p.w;
+            for (int kx = 0; kx < kw; kx++) {
+                int64_t ix = ix0 + kx * p.dil_w;
+                if (ix >= 0 && ix < p.w)
+                    acc = __fmaf_rn(__ldg(row + ix), __ldg(wp + ky * kw + kx), acc);
+            }
+        }
+        if (p.bias)
+            acc = __fadd_rn(acc, __ldg(p.bias + ch));
+        p.y[i] = acc;
+    }
+}
+
+KERNEL vram_cuk_dwconv(PARAMS(vram__cuk_dwconv_p))
+{
+    BY_INDEX(p.total, dwconv_body<uint32_t>(p), dwconv_body<int64_t>(p));
 }
 
 /* ---- ConvTranspose ---------------------------------------------------------- */
