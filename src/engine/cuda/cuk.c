@@ -6,6 +6,7 @@
  * convolutions). Building each step's parameters is cuk_steps.c
  * (arithmetic) and cuk_move.c (data movement). */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cuk_internal.h"
@@ -148,5 +149,12 @@ int vram__cuk_dwconv(const vram__cuk *k, CUstream stream, const vram__conv2d *c,
         .kh = c->kh, .kw = c->kw, .oh = c->oh, .ow = c->ow, .stride_h = c->stride_h,
         .stride_w = c->stride_w, .dil_h = c->dil_h, .dil_w = c->dil_w, .pad_top = c->pad_top,
         .pad_left = c->pad_left, .x = x, .wt = w, .bias = bias, .y = y};
+    int fits32 = p.total <= INT32_MAX && c->n * c->c_in * c->h * c->w <= INT32_MAX &&
+                 c->h + c->pad_top + c->pad_bottom <= INT32_MAX / 4 &&
+                 c->w + c->pad_left + c->pad_right <= INT32_MAX / 4;
+    if (fits32 && c->kh == c->kw && (c->kh == 3 || c->kh == 5) &&
+        c->stride_h == c->stride_w && (c->stride_h == 1 || c->stride_h == 2) && c->dil_h == 1 &&
+        c->dil_w == 1)
+        p.fixed = (int32_t)(c->kh * 10 + c->stride_h);
     return vram__cuk_launch(k, VRAM__CUK_K_dwconv, stream, p.total, &p);
 }

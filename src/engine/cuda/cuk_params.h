@@ -52,8 +52,12 @@ typedef struct vram__cuk_epilogue_p {
 } vram__cuk_epilogue_p;
 
 /* A depthwise convolution (group == c_in == c_out): one thread per output
- * cell, any kernel, stride, dilation and pads (unequal ones too). */
+ * cell, any kernel, stride, dilation and pads (unequal ones too). `fixed`
+ * names an unrolled 32-bit variant for the common shapes (10 * kernel side
+ * + stride: 31, 32, 51, 52; dilation 1, sizes below 2^31), 0 the general
+ * loop. */
 typedef struct vram__cuk_dwconv_p {
+    int32_t fixed, pad_;
     int64_t total; /* n * c * oh * ow */
     int64_t c, h, w, kh, kw, oh, ow;
     int64_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;

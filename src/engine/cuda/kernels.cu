@@ -188,9 +188,52 @@ template <typename I> __device__ static void dwconv_body(const vram__cuk_dwconv_
     }
 }
 
+/* The same for a K x K kernel at stride S without dilation, all in 32-bit
+ * arithmetic with the taps unrolled: the general loop's 64-bit coordinates
+ * cost more than its memory traffic. The taps are summed in the same
+ * order. */
+template <int K, int S> __device__ static void dwconv_fixed(const vram__cuk_dwconv_p &p)
+{
+    const int h = (int)p.h, w = (int)p.w, c = (int)p.c;
+    const uint32_t oh = (uint32_t)p.oh, ow = (uint32_t)p.ow;
+    GRID_LOOP(uint32_t, i, p.total) {
+        uint32_t t = i / ow;
+        int ox = (int)(i - t * ow);
+        uint32_t plane = t / oh;
+        int oy = (int)(t - plane * oh);
+        int ch = (int)(plane % (uint32_t)c);
+        const float *xp = p.x + (size_t)plane * (size_t)h * (size_t)w;
+        const float *wp = p.wt + ch * K * K;
+        int iy0 = oy * S - (int)p.pad_top, ix0 = ox * S - (int)p.pad_left;
+        float acc = 0.0f;
+#pragma unroll
+        for (int ky = 0; ky < K; ky++) {
+            int iy = iy0 + ky;
+            if ((unsigned)iy >= (unsigned)h)
+                continue;
+            const float *row = xp + iy * w;
+#pragma unroll
+            for (int kx = 0; kx < K; kx++) {
+                int ix = ix0 + kx;
+                if ((unsigned)ix < (unsigned)w)
+                    acc = __fmaf_rn(__ldg(row + ix), __ldg(wp + ky * K + kx), acc);
+            }
+        }
+        if (p.bias)
+            acc = __fadd_rn(acc, __ldg(p.bias + ch));
+        p.y[i] = acc;
+    }
+}
+
 KERNEL vram_cuk_dwconv(PARAMS(vram__cuk_dwconv_p))
 {
-    BY_INDEX(p.total, dwconv_body<uint32_t>(p), dwconv_body<int64_t>(p));
+    switch (p.fixed) {
+    case 31: dwconv_fixed<3, 1>(p); break;
+    case 32: dwconv_fixed<3, 2>(p); break;
+    case 51: dwconv_fixed<5, 1>(p); break;
+    case 52: dwconv_fixed<5, 2>(p); break;
+    default: BY_INDEX(p.total, dwconv_body<uint32_t>(p), dwconv_body<int64_t>(p)); break;
+    }
 }
 
 /* ---- ConvTranspose ---------------------------------------------------------- */
