@@ -18,5 +18,9 @@
 #include "vramkit/replay.h"
 #include "vramkit/torch.h"
 #include "vramkit/engine.h"
+#include "vramkit/monitor.h"
+#include "vramkit/metrics.h"
+#include "vramkit/oom.h"
+#include "vramkit/report.h"
 
 #endif

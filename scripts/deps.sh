@@ -17,7 +17,11 @@ packages=(
   libprotobuf-c-dev # protobuf-c runtime: decoding ONNX models
   python3-onnx      # tests: generating ONNX models of every supported operator
   python3-numpy     # tests: .npy files for the models' inputs and outputs
-  nodejs            # tests: ONNX Runtime (npm onnxruntime-node), the reference
+  nodejs            # tests: ONNX Runtime (npm onnxruntime-node), the reference;
+                    # the build: uPlot (npm) for the report page
+  chromium          # tests: the report page opened headless (npm playwright-core)
+  libmicrohttpd-dev # the metrics server: /metrics, /snapshot, /healthz over HTTP
+  prometheus        # tests: promtool check metrics validates the exposition
 )
 # npm comes with some nodejs builds (NodeSource's) and conflicts with
 # Debian's npm package there: ask for it only where the command is missing.

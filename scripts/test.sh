@@ -24,6 +24,16 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 ./build-asan/vramkit replay --runs 1 --json tests/data/traces/small.csv.gz >/dev/null
 ./build-asan/vramkit replay --runs 1 --policy segments tests/data/traces/small.csv >/dev/null
 ./build-asan/vramkit config --json >/dev/null
+./build-asan/vramkit metrics --no-gpu tests/data/traces/small.csv.gz >/dev/null
+./build-asan/vramkit report --json tests/data/report/{series.jsonl,series.csv,snapshot.json,oom.json} \
+  >/dev/null 2>build-asan/report.err || { cat build-asan/report.err >&2; exit 1; }
+VRAM_LOG_LEVEL=error ./build-asan/vramkit soak --iterations 200 \
+  --workload replay:tests/data/traces/small.csv.gz >/dev/null 2>build-asan/soak.err \
+  || { cat build-asan/soak.err >&2; exit 1; }
+oom_dir=$(mktemp -d)   # OOM reports: capture, files and rate limit under ASan
+VRAM_LOG_LEVEL=error ./build-asan/vramkit replay --runs 1 --capacity 64M --oom-dir "$oom_dir" \
+  data/traces/mobilenet_crops.csv.gz >/dev/null
+ls "$oom_dir"/oom-replay-*.json >/dev/null && rm -rf "$oom_dir"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 step "TSan build"

@@ -56,7 +56,43 @@ extern "C" {
     X(ASYNC_RELEASE, async_release, SIZE, "0", "",                             \
       "cuda_async: release threshold of the driver pool vramkit creates")      \
     X(TRACE, trace, STRING, "", "",                                            \
-      "write every pool event to this RMM-format trace (gzip if it ends .gz)")
+      "write every pool event to this RMM-format trace (gzip if it ends .gz)") \
+    X(MONITOR_PERIOD, monitor_period, DOUBLE, "1", "",                         \
+      "monitor: seconds between the sampler thread's samples")                 \
+    X(MONITOR_RING, monitor_ring, SIZE, "3600", "",                            \
+      "monitor: samples kept in memory for reading back and the trend")        \
+    X(MONITOR_GPU, monitor_gpu, STRING, "0", "",                               \
+      "monitor: GPU read through NVML: NVML index, PCI bus id, or none")       \
+    X(MONITOR_WARMUP, monitor_warmup, DOUBLE, "0.2", "",                       \
+      "monitor: fraction of the samples taken skipped before the trend window") \
+    X(MONITOR_MIN_SAMPLES, monitor_min_samples, SIZE, "10", "",                \
+      "monitor: fewest samples in the window for a leak verdict")             \
+    X(MONITOR_GROWTH_ITERATION, monitor_growth_iteration, SIZE, "0", "",       \
+      "monitor: live bytes may grow this much per iteration before it is a leak") \
+    X(MONITOR_GROWTH_MINUTE, monitor_growth_minute, SIZE, "1MiB", "",          \
+      "monitor: the same per minute, when iterations are not known")          \
+    X(MONITOR_CONFIDENCE, monitor_confidence, DOUBLE, "0.99", "",              \
+      "monitor: confidence (t-test) that the slope is positive for a leak")   \
+    X(MONITOR_FRAG_WARNING, monitor_frag_warning, DOUBLE, "0.3", "",           \
+      "monitor: fragmentation ratio above which a warning is raised")          \
+    X(MONITOR_FRAG_CRITICAL, monitor_frag_critical, DOUBLE, "0.5", "",         \
+      "monitor: fragmentation ratio above which the alert is critical")        \
+    X(MONITOR_FRAG_MIN_FREE, monitor_frag_min_free, SIZE, "0", "",             \
+      "monitor: no fragmentation alert while fewer bytes than this are free")  \
+    X(MONITOR_BUDGET, monitor_budget, DOUBLE, "0.9", "",                       \
+      "monitor: alert when an owner's live bytes pass this fraction of its budget") \
+    X(MONITOR_CLEAR, monitor_clear, DOUBLE, "0.9", "",                         \
+      "monitor: an alert clears below its threshold times this (hysteresis)") \
+    X(METRICS_ADDRESS, metrics_address, STRING, "127.0.0.1", "",               \
+      "metrics server: address it binds (an IPv4 or IPv6 literal)")            \
+    X(METRICS_PORT, metrics_port, SIZE, "0", "",                               \
+      "metrics server: TCP port (0: a free one, reported when it starts)")     \
+    X(OOM_DIR, oom_dir, STRING, "", "",                                        \
+      "write a report here when a pool made from the configuration refuses an allocation") \
+    X(OOM_EVENTS, oom_events, SIZE, "64", "",                                  \
+      "OOM report: events each watched pool keeps (a ring) for its report")   \
+    X(OOM_MAX_REPORTS, oom_max_reports, SIZE, "8", "",                         \
+      "OOM report: most reports per pool per minute; further refusals are counted")
 
 /* The resolved values. CHOICE options hold the index into their list. */
 typedef struct vram_config {

@@ -86,6 +86,10 @@ int vram_device_synchronize(vram_device *dev);
 /* The shared context (a CUcontext), for code that calls CUDA itself. */
 void *vram_device_context(vram_device *dev);
 
+/* How many CUDA contexts vramkit holds now (primary contexts retained by
+ * vram_device_open and not yet released); 0 without a GPU. */
+unsigned vram_device_contexts(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,6 +104,10 @@ typedef struct vram_pool_opts {
     uint64_t segment_small; /* segments policy: segment for small requests */
     uint64_t segment_medium; /* segments policy: segment for requests < 10 MiB */
     const char *trace_path; /* write every event here (RMM format); NULL/"": none */
+    const char *oom_dir;    /* write a report here when an allocation is refused
+                               (vramkit/oom.h, with the VRAM_OOM_* options);
+                               NULL/"": none. A directory that cannot be
+                               created fails vram_pool_create (VRAM_EIO) */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

@@ -49,6 +49,16 @@ int vram_device_count(int *count)
     return 0;
 }
 
+unsigned vram_device_contexts(void)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        n += registry[i] != NULL;
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}
+
 int vram__device_enter(vram_device *dev)
 {
     CUcontext cur = NULL;

@@ -8,4 +8,8 @@
 /* {pool, policy, backend, stats, owners, kinds}; lock held. */
 cJSON *vram__pool_summary_json(vram_pool *p);
 
+/* What vram_pool_snapshot() prints, as a tree; lock held. NULL when host
+ * memory ran out. */
+cJSON *vram__pool_snapshot_json(vram_pool *p);
+
 #endif

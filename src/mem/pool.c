@@ -10,6 +10,7 @@
 #include "base/log_internal.h"
 #include "pool_internal.h"
 #include "vramkit/config.h"
+#include "vramkit/oom.h"
 
 static const char *const kind_names[] = {
 #define KIND_NAME(NAME, name) #name,
@@ -72,6 +73,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .segment_small = c->segment_small,
         .segment_medium = c->segment_medium,
         .trace_path = c->trace,
+        .oom_dir = c->oom_dir,
     };
     return rc;
 }
@@ -132,6 +134,7 @@ static void pool_free_host(vram_pool *p)
         sp = n;
     }
     p->spans = NULL;
+    vram__pool_oom_destroy(p);
     if (p->trace)
         vram_trace_writer_close(p->trace);
     vram__streams_destroy(p);
@@ -234,6 +237,15 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         if (rc)
             return create_failed(p, rc);
     }
+    if (opts->oom_dir && *opts->oom_dir) {
+        /* The one call upwards, to src/observe: reports without code changes. */
+        vram_oom_opts oo;
+        vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
+        oo.directory = opts->oom_dir;
+        rc = vram_pool_oom_watch(p, &oo);
+        if (rc)
+            return create_failed(p, rc);
+    }
     *out = p;
     return 0;
 }
@@ -321,6 +333,8 @@ static int refuse(vram_pool *p, int rc, uint64_t size, vram_owner owner, vram_ki
         p->st.budget_failures_total++;
     if (p->trace)
         trace_event(p, VRAM_TRACE_ALLOC_FAIL, 0, size, s);
+    if (p->ring)
+        vram__ring_note(p, VRAM__EV_ALLOC_FAIL, 0, size, owner < p->n_owners ? owner : 0, kind, s);
     return rc;
 }
 
@@ -432,6 +446,8 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     usage_alloc(&p->kinds[kind], size);
     if (p->trace)
         trace_event(p, VRAM_TRACE_ALLOC, b->addr, size, s);
+    if (VRAM__UNLIKELY(p->ring != NULL))
+        vram__ring_note(p, VRAM__EV_ALLOC, b->addr, size, owner, kind, s);
     *ptr = (void *)(uintptr_t)b->addr;
     return 0;
 }
@@ -444,7 +460,12 @@ int vram_pool_alloc(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kin
     *ptr = NULL;
     vram__pool_lock(p);
     int rc = alloc_locked(p, size, owner, kind, s, ptr);
+    vram__oom_capture *cap = NULL;
+    if (VRAM__UNLIKELY(rc != 0) && p->oom.admit)
+        cap = vram__oom_capture_take(p, rc, size, owner, kind, s);
     vram__pool_unlock(p);
+    if (VRAM__UNLIKELY(cap != NULL)) /* the report, outside the lock */
+        vram__oom_fire(p, cap);
     return rc;
 }
 
@@ -483,6 +504,8 @@ int vram_pool_free(vram_pool *p, void *ptr, vram_stream s)
     usage_free(&p->kinds[b->kind], b->requested);
     if (p->trace)
         trace_event(p, VRAM_TRACE_FREE, addr, b->requested, s);
+    if (VRAM__UNLIKELY(p->ring != NULL))
+        vram__ring_note(p, VRAM__EV_FREE, addr, b->requested, b->owner, (vram_kind)b->kind, s);
     vram__stream_defer(p, ss, b);
     vram__pool_unlock(p);
     return 0;

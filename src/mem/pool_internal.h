@@ -11,6 +11,7 @@
 #include "backend/backend_internal.h"
 #include "base/u64map.h"
 #include "block.h"
+#include "oom_hook.h"
 #include "tlsf.h"
 #include "vramkit/pool.h"
 #include "vramkit/stats.h"
@@ -132,6 +133,15 @@ struct vram_pool {
 
     vram_pool_stats st; /* counters; largest free and fragmentation are computed */
     vram_trace_writer *trace;
+
+    /* OOM report (oom_hook.c): the hook, report steps in flight outside the
+     * lock, and the ring of the last events (NULL: none kept). */
+    vram__oom_hook oom;
+    unsigned oom_inflight;
+    vram__ring_event *ring;
+    uint32_t ring_cap;
+    uint32_t ring_next;  /* where the next event goes */
+    uint64_t ring_total; /* events recorded since the ring was set up */
 };
 
 static inline int vram__pool_lock(vram_pool *p) { return pthread_mutex_lock(&p->lock); }

@@ -33,7 +33,9 @@ typedef struct run_ctx {
     vram_device *dev; /* GPU backends */
 } run_ctx;
 
-static int make_pool(const run_ctx *c, const vram_replay_opts *o, vram_pool **out)
+/* Only the measured run's pool (`measured`) writes OOM reports (oom_dir):
+ * the timed runs repeat the same refusals. */
+static int make_pool(const run_ctx *c, const vram_replay_opts *o, int measured, vram_pool **out)
 {
     vram_backend *b;
     vram_backend_opts bo = {.capacity = o->capacity, .granularity = o->pool.granularity,
@@ -43,6 +45,8 @@ static int make_pool(const run_ctx *c, const vram_replay_opts *o, vram_pool **ou
         return rc;
     vram_pool_opts po = o->pool;
     po.backend = b;
+    if (!measured)
+        po.oom_dir = NULL;
     rc = vram_pool_create(&po, out);
     if (rc) {
         vram_backend_destroy(b);
@@ -69,7 +73,7 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     uint64_t free0 = 0, total = 0, used_peak = 0;
     if (c->dev && vram_device_memory(c->dev, &free0, &total) != 0)
         return VRAM_EBACKEND;
-    int rc = make_pool(c, o, &c->pool);
+    int rc = make_pool(c, o, 1, &c->pool);
     if (rc)
         return rc;
     vram_pool *p = c->pool;
@@ -159,7 +163,7 @@ static uint64_t timed_pass(run_ctx *c)
 /* Cold: a fresh pool. Returns ns. */
 static int timed_pool_run(run_ctx *c, const vram_replay_opts *o, uint64_t *ns)
 {
-    int rc = make_pool(c, o, &c->pool);
+    int rc = make_pool(c, o, 0, &c->pool);
     if (rc)
         return rc;
     *ns = timed_pass(c);
@@ -255,7 +259,7 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
             theirs[i] = timed_malloc_run(&c);
     }
     if (!rc) { /* warm: one untimed pass, then the timed ones on the same pool */
-        rc = make_pool(&c, o, &c.pool);
+        rc = make_pool(&c, o, 0, &c.pool);
         if (!rc) {
             timed_pass(&c);
             uint64_t calls0 = c.pool->st.backend_calls_total;

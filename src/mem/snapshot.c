@@ -133,12 +133,9 @@ static cJSON *settings_json(vram_pool *p)
     return s;
 }
 
-int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx)
+cJSON *vram__pool_snapshot_json(vram_pool *p)
 {
-    if (!p || !write)
-        return vram__fail(VRAM_EINVAL, "vram_pool_snapshot: pool and write are required");
-    vram__pool_lock(p);
-    vram__span **spans = vram__calloc(p->n_spans, sizeof *spans);
+    vram__span **spans = vram__calloc(p->n_spans ? p->n_spans : 1, sizeof *spans);
     cJSON *root = spans ? vram__pool_summary_json(p) : NULL;
     if (root) {
         size_t n = 0;
@@ -161,7 +158,16 @@ int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx)
             }
         }
     }
-    vram__pool_unlock(p);
     free(spans);
+    return root;
+}
+
+int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx)
+{
+    if (!p || !write)
+        return vram__fail(VRAM_EINVAL, "vram_pool_snapshot: pool and write are required");
+    vram__pool_lock(p);
+    cJSON *root = vram__pool_snapshot_json(p);
+    vram__pool_unlock(p);
     return vram__emit_json(root, write, ctx);
 }

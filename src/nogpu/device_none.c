@@ -54,3 +54,4 @@ int vram_device_memory(vram_device *dev, uint64_t *free_bytes, uint64_t *total_b
     return none();
 }
 void *vram_device_context(vram_device *dev) { (void)dev; return NULL; }
+unsigned vram_device_contexts(void) { return 0; }

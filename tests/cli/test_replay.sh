@@ -97,8 +97,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 
 # config lists every option with its source, and rejects a malformed variable.
-"$vramkit" config | grep -q "^VRAM_GRANULARITY .*default" || fail "config table"
-VRAM_GRANULARITY=4MiB "$vramkit" config | grep -q "^VRAM_GRANULARITY  *4MiB  *environment" \
+# (Through a file: grep -q exits at its match, and a writer still writing then dies of SIGPIPE.)
+"$vramkit" config >"$tmp/cfg.txt"
+grep -q "^VRAM_GRANULARITY .*default" "$tmp/cfg.txt" || fail "config table"
+VRAM_GRANULARITY=4MiB "$vramkit" config >"$tmp/cfg.txt"
+grep -q "^VRAM_GRANULARITY  *4MiB  *environment" "$tmp/cfg.txt" \
   || fail "config does not show the environment"
 set +e
 VRAM_GRANULARITY=lots "$vramkit" config >/dev/null 2>"$tmp/cfg.err"; rc=$?

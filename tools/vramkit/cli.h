@@ -10,6 +10,9 @@ int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_ctxcost(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_soak(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
 /* `model sweep`, dispatched by cmd_model (argv[1] is "sweep"). */
 int cmd_model_sweep(int argc, char **argv);
 

@@ -1,6 +1,6 @@
 /* tools/vramkit/cmd_replay.c - `vramkit replay TRACE... [--policy P]
  * [--granularity BYTES] [--capacity BYTES] [--backend B] [--compare]
- * [--runs N] [--json]`: replay traces through a pool and print, per trace,
+ * [--runs N] [--json] [--oom-dir DIR]`: replay traces through a pool and print, per trace,
  * what it held and what its bookkeeping cost next to glibc malloc in the same
  * run; on a GPU, with --compare, next to the driver's own allocators. */
 #include <stdio.h>
@@ -13,7 +13,7 @@
 static const char *const help =
     "usage: vramkit replay TRACE... [--policy vmm|segments] [--granularity BYTES]\n"
     "                      [--capacity BYTES] [--backend sim|host|cuda|cuda_async|vmm]\n"
-    "                      [--compare] [--runs N] [--json]\n\n"
+    "                      [--compare] [--runs N] [--json] [--oom-dir DIR]\n\n"
     "Replays each allocation trace (RMM CSV, plain or gzip) through a fresh pool on the\n"
     "backend (default: the simulated device) and prints: events, peak live and peak\n"
     "reserved bytes and their ratio, the floor of that ratio under the stream model (the\n"
@@ -27,7 +27,9 @@ static const char *const help =
     "device's cudaMallocAsync pool (release threshold at its maximum) and through\n"
     "cudaMalloc/cudaFree. The policy defaults to vmm on backends that map (sim, host,\n"
     "vmm) and to segments on the others. Requests the capacity cannot hold are reported\n"
-    "and the replay continues. --json prints one object per trace and allocator.\n"
+    "and the replay continues; with --oom-dir (or VRAM_OOM_DIR) the measured run writes an\n"
+    "OOM report there for each (at most VRAM_OOM_MAX_REPORTS a minute). --json prints one\n"
+    "object per trace and allocator.\n"
     "Sizes accept K/M/G suffixes (powers of 1024).\n";
 
 static const char *base_name(const char *path)
@@ -83,6 +85,11 @@ int cmd_replay(int argc, char **argv)
                 status = cli_usage_error("replay", "%s", vram_last_error());
             else
                 *dst = gran ? vram_config_get()->granularity : vram_config_get()->capacity;
+        } else if (cli_is(a, "--oom-dir")) {
+            if (!(v = cli_value("replay", argc, argv, &i, "--oom-dir")))
+                status = 2;
+            else
+                o.pool.oom_dir = v;
         } else if (cli_is(a, "--backend")) {
             if (!(v = cli_value("replay", argc, argv, &i, "--backend")))
                 status = 2;

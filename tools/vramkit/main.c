@@ -14,7 +14,10 @@ static const struct {
     {"replay", cmd_replay, "replay allocation traces through a pool and compare with malloc"},
     {"config", cmd_config, "print every option, its value and where it came from"},
     {"ctxcost", cmd_ctxcost, "measure what CUDA contexts cost on this GPU, and what sharing saves"},
+    {"soak", cmd_soak, "run a workload many times and say whether its memory grows (leak verdict)"},
     {"model", cmd_model, "ONNX models: what they are and cost (info), and running them (run)"},
+    {"report", cmd_report, "snapshots, sample series and OOM reports as one HTML page"},
+    {"metrics", cmd_metrics, "replayed pools as Prometheus metrics: printed once or served over HTTP"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,111 @@
+/* vramkit/metrics.h - pools, the GPU and the monitor as Prometheus metrics:
+ * the text exposition (format 0.0.4) written through a vram_write_fn, and a
+ * small HTTP server (libmicrohttpd) that answers /metrics, /snapshot and
+ * /healthz, bound to 127.0.0.1 unless told otherwise.
+ *
+ * Families (every one with HELP and TYPE; counters end in _total):
+ *  - vram_pool_<field>{pool} for each field of VRAM_POOL_STATS (stats.h);
+ *  - vram_pool_owner_<field>{pool,owner} and vram_pool_kind_<field>{pool,kind}
+ *    for each field of VRAM_USAGE_STATS: the pool counts per owner and per
+ *    kind (not per pair), and each family sums to the pool's total;
+ *    owner budgets only for owners that have one, every kind always;
+ *  - vram_pool_request_size_allocs_total{pool,le} and
+ *    vram_pool_request_size_live_blocks{pool,le}: the block-size histogram,
+ *    cumulative like a Prometheus histogram's buckets (le in bytes, "+Inf");
+ *  - from NVML, when it is there: vram_gpu_info{gpu,name} (1),
+ *    vram_gpu_memory_total_bytes, _used_bytes, _free_bytes{gpu},
+ *    vram_gpu_processes{gpu} and vram_gpu_process_memory_used_bytes
+ *    {gpu,pid,process} (when NVML lists the processes; a process whose usage
+ *    NVML does not report is left out); vram_nvml_available says 1 or 0, and
+ *    without NVML a comment line gives the reason and the GPU families are
+ *    absent: no number is ever made up;
+ *  - the monitor's own families (vram_monitor_print_metrics) when one is set.
+ * Label values are escaped as the format says (backslash, double quote,
+ * newline). Pool names label the series, so two pools of one name are
+ * refused (VRAM_EINVAL).
+ *
+ * HTTP: GET or HEAD; /metrics (text/plain; version=0.0.4), /snapshot (JSON:
+ * with ?pool=NAME that pool's vram_pool_snapshot object, 404 for an unknown
+ * name; without it a JSON array of every pool's snapshot, in the order they
+ * were added), /healthz ("ok"), / (the list of these). Another method gets
+ * 405 with an Allow header, another path 404, a request whose header does
+ * not fit the connection's memory 431 (a URL 414), a failure while building
+ * the page 500 with the sentence. Requests are answered by a pool of threads polling
+ * their connections, so a client that stalls half-way through its request
+ * holds none of them; it is dropped after timeout_s of silence. At most
+ * max_connections are open at once: more wait in the kernel's listen queue
+ * until one closes. */
+#ifndef VRAMKIT_METRICS_H
+#define VRAMKIT_METRICS_H
+
+#include <stddef.h>
+
+#include "vramkit/monitor.h"
+#include "vramkit/pool.h"
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which GPUs the exposition reads through NVML (vram_metrics_opts.gpu). */
+#define VRAM_METRICS_GPU_ALL (-1)  /* every GPU NVML sees */
+#define VRAM_METRICS_GPU_NONE (-2) /* none: no NVML call, no GPU families */
+
+typedef struct vram_metrics_opts {
+    /* What is exposed. */
+    vram_pool *const *pools; /* pools exposed from the start; the array is copied */
+    size_t n_pools;
+    vram_monitor *monitor;   /* its families too; NULL: none. Must outlive the server */
+    int gpu;                 /* an NVML index, VRAM_METRICS_GPU_ALL (default) or _NONE */
+    /* The server. */
+    const char *address;     /* IPv4 or IPv6 literal to bind; NULL: VRAM_METRICS_ADDRESS */
+    unsigned port;           /* TCP port; 0: a free one, read with vram_metrics_port() */
+    unsigned threads;        /* threads answering requests (1..64); 0: 2 */
+    unsigned max_connections; /* open connections at most (1..4096); 0: 64 */
+    unsigned timeout_s;      /* a connection silent this long is closed; 0: 10 */
+    size_t max_header_bytes; /* memory for one connection's request (header
+                                included, 4 KiB..1 MiB); 0: 32 KiB */
+} vram_metrics_opts;
+
+/* Defaults: no pools, no monitor, every GPU, the address and port of the
+ * VRAM_METRICS_ADDRESS and VRAM_METRICS_PORT options. Returns 0 or
+ * VRAM_EINVAL when one of those is malformed (the default is kept then). */
+int vram_metrics_opts_init(vram_metrics_opts *opts);
+
+/* Write the exposition of opts' pools, GPUs and monitor through `write`,
+ * without HTTP (the server's settings in opts are ignored). Each pool's
+ * statistics are read under its lock, so pools may be in use meanwhile.
+ * Returns 0, VRAM_EINVAL (NULL arguments, a NULL pool, two pools of one
+ * name), or the error of the writer or of the monitor. */
+int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx);
+
+typedef struct vram_metrics vram_metrics;
+
+/* Bind and start serving. On error *out is NULL and nothing runs:
+ * VRAM_EINVAL (a bad address, port above 65535, limits out of range, a NULL
+ * or duplicate pool), VRAM_EIO when the socket cannot be bound or the server
+ * not started (the sentence names the address, the port and the reason). */
+int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out);
+
+/* The TCP port the server listens on (the one picked when opts.port was 0). */
+unsigned vram_metrics_port(const vram_metrics *server);
+
+/* Expose one more pool / stop exposing one. Adding a pool already exposed, or
+ * one whose name an exposed pool has, is VRAM_EINVAL; so is removing one not
+ * exposed. Once remove returns no request touches the pool, so it may be
+ * destroyed; a pool must be removed (or the server stopped) before that. */
+int vram_metrics_add_pool(vram_metrics *server, vram_pool *pool);
+int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
+
+/* The exposition the server would answer now, through `write`. */
+int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx);
+
+/* Stop: close the socket, finish the requests in flight, join the threads
+ * and free the server. NULL is accepted. Returns 0. */
+int vram_metrics_stop(vram_metrics *server);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

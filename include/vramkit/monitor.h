@@ -1,0 +1,218 @@
+/* vramkit/monitor.h - watching memory over time: a sampler that reads every
+ * monitored pool (per owner and per kind), the GPU as NVML sees it (every
+ * process on it) and the number of CUDA contexts vramkit holds, into a
+ * bounded ring of samples and, if asked, a CSV or JSON Lines file; a leak
+ * verdict (least-squares slope of live bytes with its t-statistic); and
+ * alerts (fragmentation, owner budget, growth) raised once per crossing.
+ *
+ * A monitor samples on its own thread every period_s seconds, or, with
+ * opts.manual, only when vram_monitor_sample() is called (per iteration of a
+ * soak, say). Pools are added and removed while it runs; a removed pool may
+ * be destroyed as soon as vram_monitor_remove_pool() returns. Every function
+ * is thread-safe. Sampling takes each watched pool's lock in turn; reading
+ * back (vram_monitor_trend, _sample_get, _sample_count, _alert_count,
+ * _print_metrics) takes no pool lock, so it may be called from code that
+ * runs under a pool's lock (an allocation-failure hook); sampling may not.
+ *
+ * Where NVML is absent a sample says so (no GPU figures, and the reason):
+ * the monitor never invents a number. */
+#ifndef VRAMKIT_MONITOR_H
+#define VRAMKIT_MONITOR_H
+
+#include <stdint.h>
+
+#include "vramkit/nvml.h"
+#include "vramkit/pool.h"
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_monitor vram_monitor;
+
+/* What an alert is about. X(NAME, name) */
+#define VRAM_ALERT_TYPES(X)                                                    \
+    X(FRAGMENTATION, fragmentation)                                            \
+    X(BUDGET, budget)                                                          \
+    X(GROWTH, growth)
+
+typedef enum vram_alert_type {
+#define VRAM_ALERT_TYPE_ENUM(NAME, name) VRAM_ALERT_##NAME,
+    VRAM_ALERT_TYPES(VRAM_ALERT_TYPE_ENUM)
+#undef VRAM_ALERT_TYPE_ENUM
+    VRAM_ALERT_TYPE_COUNT
+} vram_alert_type;
+
+/* An alert's level: raised as warning or critical, then clear once the value
+ * falls back below its threshold (times opts.clear_ratio). */
+typedef enum vram_alert_level {
+    VRAM_ALERT_LEVEL_WARNING = 0,
+    VRAM_ALERT_LEVEL_CRITICAL = 1,
+    VRAM_ALERT_LEVEL_CLEAR = 2,
+    VRAM_ALERT_LEVEL_COUNT
+} vram_alert_level;
+
+typedef struct vram_alert {
+    vram_alert_type type;
+    vram_alert_level level;
+    double time_s;       /* wall clock, seconds since the epoch */
+    double elapsed_s;    /* since the monitor started */
+    int64_t iteration;   /* -1 when not known */
+    const char *pool;    /* the pool's name */
+    const char *owner;   /* budget alerts: the owner; else NULL */
+    double value;        /* fragmentation ratio, fraction of the budget, or slope */
+    double threshold;    /* the threshold crossed (for clear: the one left) */
+    const char *message; /* one sentence with the numbers */
+} vram_alert;
+
+/* Called on the sampling thread (the monitor's own, or the caller of
+ * vram_monitor_sample) for each alert; the strings live for the call only.
+ * It must call neither the monitor nor a watched pool. */
+typedef void (*vram_alert_fn)(void *ctx, const vram_alert *alert);
+
+typedef struct vram_monitor_opts {
+    double period_s;           /* sampler thread period (> 0) */
+    int manual;                /* non-zero: no thread; vram_monitor_sample() only */
+    uint32_t ring_samples;     /* samples kept for reading back and the trend (>= 3) */
+    const char *csv_path;      /* write samples here as CSV; NULL/"": no */
+    const char *jsonl_path;    /* write samples and alerts as JSON Lines; NULL/"": no */
+    int gpu_index;             /* NVML index of the GPU to read; -1: none */
+    const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead */
+    /* Leak verdict: the slope of live bytes over the samples kept, after
+     * skipping the first warmup_fraction of all the samples taken. */
+    double warmup_fraction;    /* 0..<1 */
+    uint32_t min_samples;      /* fewer in the window: no verdict (>= 3) */
+    double growth_bytes_per_iteration; /* threshold when iterations are known */
+    double growth_bytes_per_minute;    /* threshold otherwise */
+    double growth_confidence;  /* and the slope must be > 0 with this confidence */
+    /* Alerts. */
+    double frag_warning;       /* fragmentation ratio: warning above this */
+    double frag_critical;      /* critical above this */
+    uint64_t frag_min_free_bytes; /* no fragmentation alert with less free */
+    double budget_warning;     /* an owner's live bytes above this fraction of its budget */
+    double clear_ratio;        /* an alert clears below threshold x this (0 < r <= 1) */
+    vram_alert_fn on_alert;    /* may be NULL */
+    void *alert_ctx;
+} vram_monitor_opts;
+
+/* Fill opts from the configuration (VRAM_MONITOR_* and the alert options).
+ * Returns 0 or VRAM_EINVAL when an environment variable is malformed. */
+int vram_monitor_opts_init(vram_monitor_opts *opts);
+
+/* Create a monitor (opts NULL: the configuration) and, unless opts->manual,
+ * start its sampling thread; the first sample is taken at once. Files named
+ * in opts are created (truncated) now: VRAM_EIO naming the path if they
+ * cannot be. On error *out is NULL. */
+int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out);
+
+/* Stop the thread, finish the files and free the monitor. Returns 0, or
+ * VRAM_EIO if a file could not be written completely (the monitor is freed
+ * anyway). NULL is accepted. */
+int vram_monitor_stop(vram_monitor *m);
+
+/* Watch a pool / stop watching it. Adding a pool twice, or a second pool of
+ * the same name (samples, trends and alerts name pools), is VRAM_EINVAL;
+ * removing one not watched is VRAM_EINVAL. Once remove returns, the monitor
+ * no longer touches the pool and forgets its alerts; its samples stay in the
+ * ring. */
+int vram_monitor_add_pool(vram_monitor *m, vram_pool *pool);
+int vram_monitor_remove_pool(vram_monitor *m, vram_pool *pool);
+
+/* Take a sample now; iteration >= 0 records the caller's iteration number
+ * (the trend is then also computed per iteration), -1 means unknown. Alerts
+ * are evaluated and the files written as for the thread's samples. */
+int vram_monitor_sample(vram_monitor *m, int64_t iteration);
+
+/* One sample as read back: a deep copy the caller frees with
+ * vram_sample_free(). Owners with no live and no peak bytes are left out. */
+typedef struct vram_sample_owner {
+    const char *owner;
+    uint64_t live_bytes;
+    uint64_t peak_live_bytes;
+    uint64_t budget_bytes; /* 0: none */
+} vram_sample_owner;
+
+typedef struct vram_sample_pool {
+    const char *pool;
+    uint64_t live_bytes;
+    uint64_t peak_live_bytes;
+    uint64_t reserved_bytes;
+    uint64_t pending_bytes;
+    uint64_t free_bytes;
+    uint64_t largest_free_bytes;
+    double fragmentation_ratio;
+    uint64_t kind_live_bytes[VRAM_KIND_COUNT];
+    uint64_t kind_peak_live_bytes[VRAM_KIND_COUNT];
+    uint32_t n_owners;
+    vram_sample_owner *owners;
+} vram_sample_pool;
+
+typedef struct vram_sample_gpu {
+    int index;             /* NVML index */
+    char name[96];
+    uint64_t total_bytes;
+    uint64_t used_bytes;
+    int processes_known;   /* 0: NVML would not list them */
+    unsigned n_processes;
+    vram_gpu_process *processes;
+} vram_sample_gpu;
+
+typedef struct vram_sample {
+    uint64_t seq;          /* 0 for the monitor's first sample */
+    double time_s;         /* wall clock, seconds since the epoch */
+    double elapsed_s;      /* since the monitor started */
+    int64_t iteration;     /* -1 when not known */
+    unsigned contexts;     /* CUDA contexts vramkit holds (vram_device_contexts) */
+    const vram_sample_gpu *gpu; /* NULL: no GPU reading; gpu_unavailable says why */
+    const char *gpu_unavailable; /* NULL when gpu is set */
+    uint32_t n_pools;
+    vram_sample_pool *pools;
+} vram_sample;
+
+/* How many samples were taken in all (*total) and are kept in the ring
+ * (*kept, at most opts.ring_samples); either may be NULL. */
+int vram_monitor_sample_count(vram_monitor *m, uint64_t *total, uint32_t *kept);
+
+/* Copy kept sample i (0: the oldest kept, kept - 1: the newest).
+ * VRAM_EINVAL for i >= kept. */
+int vram_monitor_sample_get(vram_monitor *m, uint32_t i, vram_sample **out);
+void vram_sample_free(vram_sample *s);
+
+/* The leak verdict. */
+typedef struct vram_trend {
+    uint32_t samples;                 /* samples in the window used */
+    double slope_bytes_per_s;         /* least-squares slope of live bytes over time */
+    double slope_bytes_per_iteration; /* over iterations (NAN when iterations unknown) */
+    double slope_stderr_bytes_per_s;  /* standard error of the slope */
+    double r2;                        /* coefficient of determination */
+    double confidence;                /* 0..1: probability the slope is > 0 (t-test) */
+    int growing;                      /* verdict against the threshold */
+    double t_statistic;               /* slope / its standard error, of the slope the
+                                         verdict uses (per iteration when known) */
+} vram_trend;
+
+/* Trend of a monitored pool's live bytes (pool NULL: all pools summed), over
+ * the kept samples after the warm-up. The slope per iteration and its
+ * confidence are used when every sample in the window has an iteration;
+ * otherwise the slope over time. With fewer than opts.min_samples samples in
+ * the window, samples says how many there were, the slopes are NAN and
+ * growing is 0. VRAM_EINVAL for a pool name never sampled. */
+int vram_monitor_trend(vram_monitor *m, const char *pool, vram_trend *out);
+
+/* Alerts raised so far of a type and level (clear counts the clears). */
+int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_level level,
+                             uint64_t *out);
+
+/* The monitor's own Prometheus families (text exposition 0.0.4): samples
+ * taken, sampling time, alerts raised and active, and per pool the slope of
+ * live bytes, its confidence and the verdict. */
+int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx);
+
+const char *vram_alert_type_name(vram_alert_type type);
+const char *vram_alert_level_name(vram_alert_level level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,86 @@
+/* vramkit/report.h - one self-contained HTML page from what vramkit writes:
+ * pool snapshots (vram_pool_snapshot), sample series (the monitor's JSON
+ * Lines and CSV) and OOM reports (JSON). The page works offline: its
+ * JavaScript (uPlot for the time series, and the page's own) is embedded in
+ * the library at build time, and the data in the page.
+ *
+ * Inputs are recognised by their content, not their name, and checked
+ * against the formats as they are read: a malformed one is refused with a
+ * sentence naming the input, the line (or the JSON path) and the problem.
+ * Long series are downsampled as they are read, keeping the smallest and
+ * the largest sample of each interval, so peaks survive; snapshots with
+ * more blocks than the page draws have neighbouring blocks of the same
+ * owner merged. Any input may be gzip-compressed. */
+#ifndef VRAMKIT_REPORT_H
+#define VRAMKIT_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramkit/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_report vram_report;
+
+typedef struct vram_report_opts {
+    const char *title;      /* page title; NULL: "vramkit report" (copied) */
+    uint32_t max_points;    /* most points per series in the page; 0: 2000 (>= 8) */
+    uint32_t max_blocks;    /* blocks a snapshot's map draws before merging; 0: 20000 */
+    double generated_time_s; /* the page's date (seconds since the epoch); 0: now */
+} vram_report_opts;
+
+/* Defaults (all zero, title NULL). */
+void vram_report_opts_init(vram_report_opts *opts);
+
+/* What an input was recognised as. */
+typedef enum vram_report_input {
+    VRAM_REPORT_SNAPSHOT = 0, /* vram_pool_snapshot() JSON */
+    VRAM_REPORT_SERIES_JSONL, /* the monitor's JSON Lines (samples and alerts) */
+    VRAM_REPORT_SERIES_CSV,   /* the monitor's CSV */
+    VRAM_REPORT_OOM,          /* an OOM report (JSON) */
+} vram_report_input;
+
+typedef struct vram_report_input_info {
+    vram_report_input type;
+    char summary[256];        /* one line: what it holds ("snapshot of pool ...") */
+} vram_report_input_info;
+
+/* A report with no inputs yet. VRAM_EINVAL for bad options (max_points below
+ * 8), VRAM_EHOSTMEM. */
+int vram_report_create(const vram_report_opts *opts, vram_report **out);
+void vram_report_destroy(vram_report *r);
+
+/* Read the file at `path` (plain or gzip) and add what it holds. VRAM_EIO if
+ * it cannot be read, VRAM_EPARSE if it is not one of the inputs above or is
+ * malformed ("series.csv:57: ..."); the report is unchanged then. `info` may
+ * be NULL. */
+int vram_report_add_file(vram_report *r, const char *path, vram_report_input_info *info);
+
+/* The same for `len` bytes at `data` (not gzip), named `name` in messages. */
+int vram_report_add_data(vram_report *r, const char *name, const void *data, size_t len,
+                         vram_report_input_info *info);
+
+/* Number of inputs added. */
+size_t vram_report_inputs(const vram_report *r);
+
+/* The page's data: one JSON object (inputs, series, snapshots, OOM reports)
+ * as the page's script reads it. Returns 0 or the writer's error. */
+int vram_report_print_json(vram_report *r, vram_write_fn write, void *ctx);
+
+/* The whole page. VRAM_ENOSYS if this library was built without the page's
+ * JavaScript (web/node_modules missing at build time; the sentence says
+ * how to get it); else 0 or the writer's error. */
+int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx);
+
+/* Write the page to `path` through a temporary file in the same directory,
+ * renamed over `path` only once complete: on any error `path` is untouched
+ * and no temporary file is left. VRAM_EIO with the reason. */
+int vram_report_write(vram_report *r, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

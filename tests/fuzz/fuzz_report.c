@@ -1,0 +1,83 @@
+/* tests/fuzz/fuzz_report.c - libFuzzer target for the report's readers: any
+ * bytes go to vram_report_add_data() (recognition, then the snapshot, OOM,
+ * JSON Lines or CSV reader) with a small max_points and max_blocks so that
+ * downsampling and merging run too. It must not crash, leak or overread; a
+ * refusal must leave the report without inputs and say why; an accepted
+ * input must print as JSON that parses, and as a page whose data holds no
+ * '<', '>' or '&' (nothing an input holds can end the page's script). */
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vramkit.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct sink {
+    char *p;
+    size_t n, cap;
+} sink;
+
+static int sink_write(void *ctx, const char *d, size_t len)
+{
+    sink *s = ctx;
+    if (s->n + len + 1 > s->cap) {
+        size_t cap = (s->n + len + 1) * 2;
+        char *p = realloc(s->p, cap);
+        if (!p)
+            return VRAM_EHOSTMEM;
+        s->p = p;
+        s->cap = cap;
+    }
+    memcpy(s->p + s->n, d, len);
+    s->n += len;
+    s->p[s->n] = '\0';
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    vram_report_opts o;
+    vram_report_opts_init(&o);
+    o.max_points = 8;
+    o.max_blocks = 4;
+    o.generated_time_s = 1;
+    vram_report *r;
+    if (vram_report_create(&o, &r))
+        abort();
+    vram_report_input_info info;
+    int rc = vram_report_add_data(r, "fuzz", data, size, &info);
+    if (rc) {
+        if (vram_report_inputs(r) != 0 || !*vram_last_error() ||
+            (rc != VRAM_EPARSE && rc != VRAM_EHOSTMEM && rc != VRAM_ELIMIT))
+            abort();
+        vram_report_destroy(r);
+        return 0;
+    }
+    if (vram_report_inputs(r) != 1 || !memchr(info.summary, '\0', sizeof info.summary))
+        abort();
+    sink s = {0};
+    if (vram_report_print_json(r, sink_write, &s))
+        abort();
+    cJSON *j = cJSON_Parse(s.p);
+    if (!j)
+        abort();
+    cJSON_Delete(j);
+    s.n = 0;
+    rc = vram_report_print_html(r, sink_write, &s);
+    if (rc == 0) {
+        const char *at = strstr(s.p, "id=\"vram-report-data\">");
+        const char *end = at ? strstr(at, "</script>") : NULL;
+        if (!end)
+            abort();
+        for (const char *p = at + strlen("id=\"vram-report-data\">"); p < end; p++)
+            if (*p == '<' || *p == '>' || *p == '&')
+                abort();
+    } else if (rc != VRAM_ENOSYS) {
+        abort();
+    }
+    free(s.p);
+    vram_report_destroy(r);
+    return 0;
+}

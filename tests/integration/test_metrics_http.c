@@ -1,0 +1,779 @@
+/* tests/integration/test_metrics_http.c - the metrics server, driven by a
+ * plain socket client. Checked:
+ *  - port 0 picks a free port; /metrics answers the exposition (format
+ *    0.0.4, promtool accepts it, values as the pools say), HEAD has no body,
+ *    /snapshot every pool's snapshot as a JSON array, ?pool=NAME one object,
+ *    an unknown name 404 with a JSON error, /healthz "ok", / the list;
+ *  - pools added and removed while it runs (same pool or same name twice,
+ *    removing one not exposed: VRAM_EINVAL);
+ *  - malformed requests: another method 405 with Allow, another path 404,
+ *    a request line that is not HTTP 400, a header larger than the
+ *    connection's memory 431, a URL as large 414; the server answers after;
+ *  - slow clients: connections that send half a request and stall hold no
+ *    thread (others are answered at once, more stalled clients than
+ *    threads) and are closed after the timeout;
+ *  - keep-alive: several requests on one connection are all answered, and
+ *    a body sent with a GET is ignored;
+ *  - the connection limit: past it a connection waits unanswered, and is
+ *    answered once the others close;
+ *  - concurrent scrapes from 8 threads while 2 threads allocate and free in
+ *    the pool, another adds and removes a pool and a monitor samples the
+ *    pool on its own thread: every answer is 200 and a whole exposition
+ *    with the monitor's families, counters never go back;
+ *  - start errors: bad address, port, limits, duplicate pools, a port in
+ *    use (VRAM_EIO naming it), and the VRAM_METRICS_* options.
+ * VRAM_TEST_QUICK (sanitizer builds) makes the concurrent part smaller. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include <vramkit.h>
+
+#include "metrics_check.h"
+
+#define MiB (1024ull * 1024)
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* ---- a plain HTTP/1.1 client ---- */
+
+static int connect_to(unsigned port, double timeout_s)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {.tv_sec = (time_t)timeout_s,
+                         .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *d, size_t n)
+{
+    while (n) {
+        ssize_t k = send(fd, d, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        d += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+typedef struct resp {
+    int status;     /* 0: no status line came back (closed, or timed out) */
+    int timed_out;  /* the read timed out rather than reaching the end */
+    char *raw;      /* everything read, NUL-terminated */
+    size_t len;
+    const char *body;
+    size_t body_len;
+} resp;
+
+/* Read until the server closes (every request says Connection: close). */
+static void read_resp(int fd, resp *r)
+{
+    memset(r, 0, sizeof *r);
+    size_t cap = 8192;
+    r->raw = malloc(cap);
+    for (;;) {
+        if (r->len + 4096 + 1 > cap)
+            r->raw = realloc(r->raw, cap *= 2);
+        ssize_t k = recv(fd, r->raw + r->len, 4096, 0);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            r->timed_out = 1;
+        if (k <= 0)
+            break;
+        r->len += (size_t)k;
+    }
+    r->raw[r->len] = '\0';
+    if (sscanf(r->raw, "HTTP/1.%*d %d", &r->status) != 1)
+        r->status = 0;
+    const char *sep = strstr(r->raw, "\r\n\r\n");
+    r->body = sep ? sep + 4 : r->raw + r->len;
+    r->body_len = (size_t)(r->raw + r->len - r->body);
+}
+
+static resp raw_request(unsigned port, const char *req, size_t len)
+{
+    resp r;
+    int fd = connect_to(port, 20);
+    if (fd < 0) {
+        memset(&r, 0, sizeof r);
+        r.raw = calloc(1, 1);
+        r.body = r.raw;
+        return r;
+    }
+    send_all(fd, req, len); /* the server may close before taking it all */
+    shutdown(fd, SHUT_WR);
+    read_resp(fd, &r);
+    close(fd);
+    return r;
+}
+
+static resp request(unsigned port, const char *method, const char *path)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
+    return raw_request(port, req, (size_t)n);
+}
+
+/* The value of header `name` in r (a static copy), or NULL. */
+static const char *header(const resp *r, const char *name)
+{
+    static char value[512];
+    size_t n = strlen(name);
+    for (const char *l = strstr(r->raw, "\r\n"); l && l < r->body; l = strstr(l + 2, "\r\n")) {
+        const char *h = l + 2;
+        if (strncasecmp(h, name, n) == 0 && h[n] == ':') {
+            h += n + 1;
+            while (*h == ' ')
+                h++;
+            const char *end = strstr(h, "\r\n");
+            snprintf(value, sizeof value, "%.*s", (int)(end - h), h);
+            return value;
+        }
+    }
+    return NULL;
+}
+
+static void resp_free(resp *r) { free(r->raw); }
+
+/* ---- pools ---- */
+
+typedef struct pool_fix {
+    vram_backend *backend;
+    vram_pool *pool;
+    vram_owner cam;
+    void *p[3];
+} pool_fix;
+
+static void make_pool(pool_fix *f, const char *name)
+{
+    memset(f, 0, sizeof *f);
+    vram_backend_opts bo = {.capacity = 4096 * MiB};
+    assert_int_equal(vram_backend_create("sim", &bo, &f->backend), 0);
+    vram_pool_opts o;
+    assert_int_equal(vram_pool_opts_init(&o), 0);
+    o.name = name;
+    o.backend = f->backend;
+    o.trace_path = NULL;
+    assert_int_equal(vram_pool_create(&o, &f->pool), 0);
+    assert_int_equal(vram_owner_create(f->pool, "cam07", 512 * MiB, &f->cam), 0);
+    vram_stream s = (vram_stream)(uintptr_t)1;
+    assert_int_equal(vram_pool_alloc(f->pool, 8 * MiB, f->cam, VRAM_KIND_FRAMES, s, &f->p[0]), 0);
+    assert_int_equal(vram_pool_alloc(f->pool, 3 * MiB, f->cam, VRAM_KIND_ACTIVATIONS, s, &f->p[1]), 0);
+    assert_int_equal(vram_pool_alloc(f->pool, 2 * MiB, VRAM_OWNER_DEFAULT, VRAM_KIND_WEIGHTS, s, &f->p[2]), 0);
+}
+
+static void drop_pool(pool_fix *f)
+{
+    for (int i = 0; i < 3; i++)
+        if (f->p[i])
+            assert_int_equal(vram_pool_free(f->pool, f->p[i], NULL), 0);
+    if (vram_pool_destroy(f->pool))
+        fail_msg("vram_pool_destroy: %s", vram_last_error());
+    assert_int_equal(vram_backend_destroy(f->backend), 0);
+}
+
+static vram_metrics *start(vram_pool **pools, size_t n, void (*tune)(vram_metrics_opts *))
+{
+    vram_metrics_opts o;
+    assert_int_equal(vram_metrics_opts_init(&o), 0);
+    o.pools = pools;
+    o.n_pools = n;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    if (tune)
+        tune(&o);
+    vram_metrics *m;
+    if (vram_metrics_start(&o, &m))
+        fail_msg("vram_metrics_start: %s", vram_last_error());
+    assert_true(vram_metrics_port(m) > 0);
+    return m;
+}
+
+/* ---- tests ---- */
+
+static void test_endpoints(void **state)
+{
+    pool_fix a, b;
+    make_pool(&a, "svc");
+    make_pool(&b, "cams");
+    vram_pool *pools[] = {a.pool, b.pool};
+    vram_metrics *m = start(pools, 2, NULL);
+    unsigned port = vram_metrics_port(m);
+
+    resp r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    assert_non_null(header(&r, "Content-Type"));
+    assert_non_null(strstr(header(&r, "Content-Type"), "text/plain; version=0.0.4"));
+    exposition x;
+    check_exposition(r.body, &x);
+    assert_int_equal(find_family(&x, "vram_pool_live_bytes")->samples, 2);
+    assert_true(series_value(r.body, "vram_pool_live_bytes{pool=\"svc\"}") == 13.0 * MiB);
+    assert_true(series_value(r.body, "vram_pool_owner_live_bytes{pool=\"cams\",owner=\"cam07\"}") ==
+                11.0 * MiB);
+    assert_true(series_value(r.body, "vram_pool_kind_live_bytes{pool=\"cams\",kind=\"weights\"}") ==
+                2.0 * MiB);
+    assert_non_null(find_family(&x, "vram_nvml_available")); /* every GPU, by default */
+    promtool_check(r.body);
+    /* The same exposition without HTTP. */
+    mbuf direct = {0};
+    assert_int_equal(vram_metrics_write(m, mbuf_write, &direct), 0);
+    exposition y;
+    check_exposition(direct.data, &y);
+    assert_int_equal(y.n, x.n);
+    assert_int_equal(y.samples, x.samples);
+    free(direct.data);
+    resp_free(&r);
+
+    r = request(port, "HEAD", "/metrics");
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 0);
+    resp_free(&r);
+
+    r = request(port, "GET", "/snapshot");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(header(&r, "Content-Type"), "application/json");
+    cJSON *j = cJSON_Parse(r.body);
+    assert_non_null(j);
+    assert_true(cJSON_IsArray(j));
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "pool")->valuestring, "svc");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 1), "pool")->valuestring, "cams");
+    cJSON_Delete(j);
+    resp_free(&r);
+
+    r = request(port, "GET", "/snapshot?pool=cams");
+    assert_int_equal(r.status, 200);
+    j = cJSON_Parse(r.body);
+    assert_non_null(j);
+    assert_true(cJSON_IsObject(j));
+    assert_string_equal(cJSON_GetObjectItem(j, "pool")->valuestring, "cams");
+    cJSON *blocks = cJSON_GetObjectItem(j, "blocks");
+    assert_true(cJSON_IsArray(blocks));
+    int live = 0;
+    cJSON *blk;
+    cJSON_ArrayForEach(blk, blocks) live += strcmp(cJSON_GetObjectItem(blk, "state")->valuestring, "live") == 0;
+    assert_int_equal(live, 3);
+    cJSON_Delete(j);
+    resp_free(&r);
+
+    r = request(port, "GET", "/snapshot?pool=nope");
+    assert_int_equal(r.status, 404);
+    j = cJSON_Parse(r.body);
+    assert_non_null(j);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "error")->valuestring, "no pool named \"nope\""));
+    cJSON_Delete(j);
+    resp_free(&r);
+
+    r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+    resp_free(&r);
+    /* Keep-alive: three requests on one connection, all answered. */
+    const char *three = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    r = raw_request(port, three, strlen(three));
+    int answers = 0;
+    for (const char *p = r.raw; (p = strstr(p, "HTTP/1.1 200 OK\r\n")); p++)
+        answers++;
+    assert_int_equal(answers, 3);
+    assert_false(r.timed_out);
+    resp_free(&r);
+    r = request(port, "GET", "/");
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "/metrics"));
+    resp_free(&r);
+
+    /* Pools come and go. */
+    assert_int_equal(vram_metrics_remove_pool(m, b.pool), 0);
+    assert_int_equal(vram_metrics_remove_pool(m, b.pool), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "\"cams\" is not exposed"));
+    r = request(port, "GET", "/snapshot?pool=cams");
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    assert_true(isnan(series_value(r.body, "vram_pool_live_bytes{pool=\"cams\"}")));
+    resp_free(&r);
+    assert_int_equal(vram_metrics_add_pool(m, b.pool), 0);
+    assert_int_equal(vram_metrics_add_pool(m, b.pool), VRAM_EINVAL);
+    pool_fix c;
+    make_pool(&c, "svc");
+    assert_int_equal(vram_metrics_add_pool(m, c.pool), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "named \"svc\""));
+    r = request(port, "GET", "/snapshot");
+    j = cJSON_Parse(r.body);
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    cJSON_Delete(j);
+    resp_free(&r);
+
+    assert_int_equal(vram_metrics_stop(m), 0);
+    assert_int_equal(vram_metrics_stop(NULL), 0);
+    /* Stopped: nothing listens there any more. */
+    assert_true(connect_to(port, 1) < 0);
+    drop_pool(&a);
+    drop_pool(&b);
+    drop_pool(&c);
+}
+
+static void small_requests(vram_metrics_opts *o) { o->max_header_bytes = 8192; }
+
+static void test_malformed(void **state)
+{
+    pool_fix a;
+    make_pool(&a, "svc");
+    vram_pool *pools[] = {a.pool};
+    vram_metrics *m = start(pools, 1, small_requests);
+    unsigned port = vram_metrics_port(m);
+
+    const char *post = "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                       "Content-Length: 5\r\n\r\nhello";
+    resp r = raw_request(port, post, strlen(post));
+    assert_int_equal(r.status, 405);
+    assert_string_equal(header(&r, "Allow"), "GET, HEAD");
+    resp_free(&r);
+    r = request(port, "DELETE", "/snapshot");
+    assert_int_equal(r.status, 405);
+    resp_free(&r);
+    r = request(port, "PUT", "/nope");
+    assert_int_equal(r.status, 405);
+    resp_free(&r);
+    r = request(port, "GET", "/nope");
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    r = request(port, "GET", "/metrics/");
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    const char *get_body = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                           "Content-Length: 5\r\n\r\nhello";
+    r = raw_request(port, get_body, strlen(get_body));
+    assert_int_equal(r.status, 200); /* a body nobody asked for is ignored */
+    assert_string_equal(r.body, "ok\n");
+    resp_free(&r);
+
+    const char *junk = "HELLO THERE\r\n\r\n";
+    r = raw_request(port, junk, strlen(junk));
+    assert_int_equal(r.status, 400);
+    resp_free(&r);
+    /* The start of a TLS hello, then an empty line. */
+    static const char binary[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n";
+    double t = now_s();
+    r = raw_request(port, binary, sizeof binary - 1);
+    assert_true(r.status == 400 || r.status == 0);
+    assert_false(r.timed_out);
+    if (now_s() - t > 2)
+        fail_msg("a binary request took %.2f s to be refused", now_s() - t);
+    resp_free(&r);
+
+    /* A header larger than a connection's memory (8 KiB here). */
+    size_t big = 64 * 1024;
+    char *req = malloc(big + 256);
+    int n = snprintf(req, 256, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: ");
+    memset(req + n, 'a', big);
+    memcpy(req + n + big, "\r\n\r\n", 5);
+    r = raw_request(port, req, strlen(req));
+    assert_int_equal(r.status, 431);
+    resp_free(&r);
+    /* A URL as large. */
+    n = snprintf(req, 256, "GET /");
+    memset(req + n, 'u', big);
+    snprintf(req + n + big, 200, " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    r = raw_request(port, req, strlen(req));
+    assert_int_equal(r.status, 414);
+    resp_free(&r);
+    free(req);
+
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    assert_int_equal(vram_metrics_stop(m), 0);
+    drop_pool(&a);
+}
+
+static void short_timeout(vram_metrics_opts *o)
+{
+    o->timeout_s = 3;
+    o->threads = 2;
+}
+
+static void test_slow_clients(void **state)
+{
+    pool_fix a;
+    make_pool(&a, "svc");
+    vram_pool *pools[] = {a.pool};
+    vram_metrics *m = start(pools, 1, short_timeout);
+    unsigned port = vram_metrics_port(m);
+
+    /* More stalled clients than threads, each half-way through a request. */
+    enum { STALLED = 6 };
+    int fds[STALLED];
+    for (int i = 0; i < STALLED; i++) {
+        fds[i] = connect_to(port, 10);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(send_all(fds[i], "GET /metr", 9), 0);
+    }
+    double t0 = now_s();
+    for (int i = 0; i < 10; i++) {
+        double t = now_s();
+        resp r = request(port, "GET", i % 2 ? "/healthz" : "/metrics");
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+        /* Were the stalled ones holding threads, this would wait for their
+         * timeout (3 s). */
+        if (now_s() - t > 2)
+            fail_msg("a request took %.2f s while %d clients stalled", now_s() - t, STALLED);
+    }
+    /* The stalled ones are closed once silent for the timeout. */
+    for (int i = 0; i < STALLED; i++) {
+        resp r;
+        read_resp(fds[i], &r);
+        assert_false(r.timed_out); /* closed by the server, not by our 10 s */
+        assert_true(r.status == 0 || r.status == 408);
+        resp_free(&r);
+        close(fds[i]);
+    }
+    double waited = now_s() - t0;
+    if (waited < 2 || waited > 9)
+        fail_msg("the stalled clients were closed after %.2f s; the timeout is 3 s", waited);
+    assert_int_equal(vram_metrics_stop(m), 0);
+    drop_pool(&a);
+}
+
+static void four_connections(vram_metrics_opts *o)
+{
+    o->max_connections = 4;
+    o->threads = 1;
+}
+
+static void test_connection_limit(void **state)
+{
+    vram_metrics *m = start(NULL, 0, four_connections);
+    unsigned port = vram_metrics_port(m);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = connect_to(port, 10);
+        assert_true(fds[i] >= 0);
+    }
+    /* Let the server accept them all before the fifth comes. */
+    struct timespec ms100 = {0, 100 * 1000 * 1000};
+    nanosleep(&ms100, NULL);
+    int fifth = connect_to(port, 1); /* the kernel's queue completes the handshake */
+    assert_true(fifth >= 0);
+    const char *get = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(send_all(fifth, get, strlen(get)), 0);
+    resp r;
+    read_resp(fifth, &r);
+    assert_true(r.timed_out); /* no answer while four are open */
+    assert_int_equal(r.len, 0);
+    resp_free(&r);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    /* Once they close, the one waiting is served. */
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fifth, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    read_resp(fifth, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+    resp_free(&r);
+    close(fifth);
+    assert_int_equal(vram_metrics_stop(m), 0);
+}
+
+/* ---- concurrency ---- */
+
+typedef struct shared {
+    unsigned port;
+    vram_pool *pool;
+    vram_owner owners[2];
+    vram_metrics *server;
+    vram_pool *extra;
+    atomic_int stop;
+    atomic_int failures;
+    atomic_long scrapes;
+    char first_failure[512];
+    pthread_mutex_t lock;
+} shared;
+
+typedef struct scraper {
+    shared *s;
+    int id, rounds;
+    char *last; /* the last /metrics body, checked in the main thread */
+} scraper;
+
+static void record(shared *s, const char *fmt, ...)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!atomic_fetch_add(&s->failures, 1)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->first_failure, sizeof s->first_failure, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *scrape(void *arg)
+{
+    scraper *c = arg;
+    double last_allocs = 0;
+    for (int i = 0; i < c->rounds; i++) {
+        const char *path = i % 5 == 4 ? "/snapshot?pool=svc" : "/metrics";
+        resp r = request(c->s->port, "GET", path);
+        atomic_fetch_add(&c->s->scrapes, 1);
+        if (r.status != 200) {
+            record(c->s, "scraper %d: %s answered %d (%zu bytes)", c->id, path, r.status, r.len);
+        } else if (i % 5 == 4) {
+            cJSON *j = cJSON_Parse(r.body);
+            if (!j || !cJSON_GetObjectItem(j, "blocks"))
+                record(c->s, "scraper %d: a snapshot that is not JSON", c->id);
+            cJSON_Delete(j);
+        } else {
+            double allocs = series_value(r.body, "vram_pool_allocs_total{pool=\"svc\"}");
+            if (isnan(allocs) || r.body[r.body_len - 1] != '\n' ||
+                isnan(series_value(r.body, "vram_monitor_samples_total")))
+                record(c->s, "scraper %d: an incomplete exposition", c->id);
+            else if (allocs < last_allocs)
+                record(c->s, "scraper %d: allocs_total went back from %.0f to %.0f", c->id,
+                       last_allocs, allocs);
+            last_allocs = allocs;
+            free(c->last);
+            c->last = strdup(r.body);
+        }
+        resp_free(&r);
+    }
+    return NULL;
+}
+
+static void *churn(void *arg)
+{
+    shared *s = arg;
+    static _Atomic unsigned seed_next = 1;
+    unsigned seed = atomic_fetch_add(&seed_next, 1);
+    int id = (int)seed % 2;
+    void *live[32] = {0};
+    vram_stream st = (vram_stream)(uintptr_t)(10 + id);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+    while (!atomic_load(&s->stop)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned slot = (unsigned)(x % 32);
+        if (live[slot]) {
+            if (vram_pool_free(s->pool, live[slot], st))
+                record(s, "free: %s", vram_last_error());
+            live[slot] = NULL;
+        } else {
+            uint64_t size = 256 + (x >> 40) % (4 * MiB);
+            int rc = vram_pool_alloc(s->pool, size, s->owners[id], (vram_kind)(x % VRAM_KIND_COUNT),
+                                     st, &live[slot]);
+            if (rc && rc != VRAM_EBUDGET)
+                record(s, "alloc: %s", vram_last_error());
+        }
+    }
+    for (int i = 0; i < 32; i++)
+        if (live[i])
+            vram_pool_free(s->pool, live[i], st);
+    return NULL;
+}
+
+static void *toggle(void *arg)
+{
+    shared *s = arg;
+    while (!atomic_load(&s->stop)) {
+        if (vram_metrics_add_pool(s->server, s->extra))
+            record(s, "add_pool: %s", vram_last_error());
+        if (vram_metrics_remove_pool(s->server, s->extra))
+            record(s, "remove_pool: %s", vram_last_error());
+    }
+    return NULL;
+}
+
+static vram_monitor *monitor;
+
+static void many_threads(vram_metrics_opts *o)
+{
+    o->threads = 4;
+    o->monitor = monitor;
+}
+
+static void test_concurrent(void **state)
+{
+    int quick = getenv("VRAM_TEST_QUICK") != NULL;
+    enum { SCRAPERS = 8, CHURNERS = 2 };
+    int rounds = quick ? 10 : 40;
+    pool_fix a, extra;
+    make_pool(&a, "svc");
+    make_pool(&extra, "extra");
+    shared s = {.pool = a.pool, .extra = extra.pool};
+    pthread_mutex_init(&s.lock, NULL);
+    assert_int_equal(vram_owner_create(a.pool, "worker0", 64 * MiB, &s.owners[0]), 0);
+    assert_int_equal(vram_owner_create(a.pool, "worker1", 0, &s.owners[1]), 0);
+    /* A monitor sampling the pool on its own thread, exposed by the server. */
+    vram_monitor_opts mo;
+    assert_int_equal(vram_monitor_opts_init(&mo), 0);
+    mo.period_s = 0.005;
+    mo.gpu_index = -1;
+    mo.gpu_pci_bus_id = NULL;
+    mo.csv_path = mo.jsonl_path = NULL;
+    if (vram_monitor_start(&mo, &monitor))
+        fail_msg("vram_monitor_start: %s", vram_last_error());
+    assert_int_equal(vram_monitor_add_pool(monitor, a.pool), 0);
+    vram_pool *pools[] = {a.pool};
+    s.server = start(pools, 1, many_threads);
+    s.port = vram_metrics_port(s.server);
+
+    pthread_t ch[CHURNERS], sc[SCRAPERS], tg;
+    scraper c[SCRAPERS];
+    for (int i = 0; i < CHURNERS; i++)
+        assert_int_equal(pthread_create(&ch[i], NULL, churn, &s), 0);
+    assert_int_equal(pthread_create(&tg, NULL, toggle, &s), 0);
+    for (int i = 0; i < SCRAPERS; i++) {
+        c[i] = (scraper){.s = &s, .id = i, .rounds = rounds};
+        assert_int_equal(pthread_create(&sc[i], NULL, scrape, &c[i]), 0);
+    }
+    for (int i = 0; i < SCRAPERS; i++)
+        pthread_join(sc[i], NULL);
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < CHURNERS; i++)
+        pthread_join(ch[i], NULL);
+    pthread_join(tg, NULL);
+    if (atomic_load(&s.failures))
+        fail_msg("%d failures; the first: %s", atomic_load(&s.failures), s.first_failure);
+    assert_int_equal(atomic_load(&s.scrapes), SCRAPERS * rounds);
+    for (int i = 0; i < SCRAPERS; i++) {
+        assert_non_null(c[i].last);
+        exposition x;
+        check_exposition(c[i].last, &x);
+        free(c[i].last);
+    }
+    vram_pool_stats st;
+    assert_int_equal(vram_pool_stats_get(a.pool, &st), 0);
+    assert_int_equal(st.live_bytes, 13 * MiB); /* the churners freed all theirs */
+    assert_int_equal(vram_metrics_stop(s.server), 0);
+    assert_int_equal(vram_monitor_remove_pool(monitor, a.pool), 0);
+    assert_int_equal(vram_monitor_stop(monitor), 0);
+    monitor = NULL;
+    pthread_mutex_destroy(&s.lock);
+    drop_pool(&a);
+    drop_pool(&extra);
+}
+
+/* ---- start errors and options ---- */
+
+static int try_start(const char *address, unsigned port, vram_pool **pools, size_t n,
+                     void (*tune)(vram_metrics_opts *), vram_metrics **m)
+{
+    vram_metrics_opts o;
+    assert_int_equal(vram_metrics_opts_init(&o), 0);
+    o.address = address;
+    o.port = port;
+    o.pools = pools;
+    o.n_pools = n;
+    if (tune)
+        tune(&o);
+    return vram_metrics_start(&o, m);
+}
+
+static void many(vram_metrics_opts *o) { o->threads = 65; }
+static void too_many_conn(vram_metrics_opts *o) { o->max_connections = 5000; }
+static void tiny_mem(vram_metrics_opts *o) { o->max_header_bytes = 100; }
+static void bad_gpu(vram_metrics_opts *o) { o->gpu = -3; }
+
+static void test_start_errors(void **state)
+{
+    vram_metrics *m = (vram_metrics *)1;
+    assert_int_equal(try_start("localhost", 0, NULL, 0, NULL, &m), VRAM_EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(vram_last_error(), "\"localhost\" is not an IPv4 or IPv6 literal"));
+    assert_int_equal(try_start("300.1.1.1", 0, NULL, 0, NULL, &m), VRAM_EINVAL);
+    assert_int_equal(try_start("127.0.0.1", 70000, NULL, 0, NULL, &m), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "70000"));
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, many, &m), VRAM_EINVAL);
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, too_many_conn, &m), VRAM_EINVAL);
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, tiny_mem, &m), VRAM_EINVAL);
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, bad_gpu, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_start(NULL, NULL), VRAM_EINVAL);
+    pool_fix a, b;
+    make_pool(&a, "same");
+    make_pool(&b, "same");
+    vram_pool *dup[] = {a.pool, b.pool};
+    assert_int_equal(try_start("127.0.0.1", 0, dup, 2, NULL, &m), VRAM_EINVAL);
+    assert_null(m);
+
+    /* A port in use. */
+    vram_metrics *first;
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, NULL, &first), 0);
+    unsigned port = vram_metrics_port(first);
+    assert_int_equal(try_start("127.0.0.1", port, NULL, 0, NULL, &m), VRAM_EIO);
+    assert_null(m);
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1 port %u", port);
+    if (!strstr(vram_last_error(), want))
+        fail_msg("the error does not name the port: %s", vram_last_error());
+    assert_int_equal(vram_metrics_stop(first), 0);
+
+    /* IPv6 loopback, where the machine has it. */
+    if (try_start("::1", 0, NULL, 0, NULL, &m) == 0) {
+        assert_true(vram_metrics_port(m) > 0);
+        assert_int_equal(vram_metrics_stop(m), 0);
+    }
+
+    /* The options. */
+    vram_metrics_opts o;
+    assert_int_equal(vram_config_set("metrics_port", "9123"), 0);
+    assert_int_equal(vram_config_set("metrics_address", "0.0.0.0"), 0);
+    assert_int_equal(vram_metrics_opts_init(&o), 0);
+    assert_int_equal(o.port, 9123);
+    assert_string_equal(o.address, "0.0.0.0");
+    assert_int_equal(o.gpu, VRAM_METRICS_GPU_ALL);
+    assert_int_equal(vram_config_set("metrics_port", "70000"), 0);
+    assert_int_equal(vram_metrics_opts_init(&o), VRAM_EINVAL);
+    assert_int_equal(o.port, 0);
+    vram_config_reset();
+    assert_int_equal(vram_metrics_opts_init(&o), 0);
+    assert_string_equal(o.address, "127.0.0.1");
+    drop_pool(&a);
+    drop_pool(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoints),   cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_slow_clients), cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_concurrent),  cmocka_unit_test(test_start_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,233 @@
+/* tools/vramkit/cmd_metrics.c - `vramkit metrics TRACE... [--policy P]
+ * [--events N] [--no-gpu] [--port P [--address A] [--hold SECONDS]]`:
+ * replay traces into pools of their own on the simulated device and show
+ * them as Prometheus sees them: the exposition printed once, or served over
+ * HTTP (/metrics, /snapshot, /healthz) for a while. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "vramkit.h"
+
+static const char *const help =
+    "usage: vramkit metrics TRACE... [--policy vmm|segments] [--events N] [--no-gpu]\n"
+    "                       [--port P [--address A] [--hold SECONDS]]\n\n"
+    "Replays each allocation trace (RMM CSV, plain or gzip) into a pool of its own on the\n"
+    "simulated device, named after the file, with one owner per value of the trace's\n"
+    "Thread column (\"thread N\") and kind \"other\", and prints the Prometheus text\n"
+    "exposition of the pools as they stand at the end of the trace (or after its first N\n"
+    "events with --events), with the GPUs' memory from NVML where there is NVML\n"
+    "(--no-gpu: none). With --port it serves the same pools instead, on 127.0.0.1 or\n"
+    "--address, at /metrics, /snapshot (?pool=NAME) and /healthz: port 0 picks a free\n"
+    "one; the URL is printed; it serves for SECONDS (default: until interrupted).\n";
+
+typedef struct replayed {
+    vram_backend *backend;
+    vram_pool *pool;
+    void **ptrs;
+    size_t n_slots;
+    char name[128];
+} replayed;
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
+/* "dir/resnet.csv.gz" -> "resnet" */
+static void pool_name(const char *path, char *out, size_t cap)
+{
+    const char *s = strrchr(path, '/');
+    snprintf(out, cap, "%s", s ? s + 1 : path);
+    static const char *const ext[] = {".gz", ".csv"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(out), e = strlen(ext[i]);
+        if (n > e && strcmp(out + n - e, ext[i]) == 0)
+            out[n - e] = '\0';
+    }
+}
+
+/* The owner of the trace's Thread `thread`, made on first use. */
+static int owner_of(vram_pool *pool, uint32_t thread, vram_owner *out)
+{
+    char name[32];
+    snprintf(name, sizeof name, "thread %u", thread);
+    if (vram_owner_find(pool, name, out) == 0)
+        return 0;
+    return vram_owner_create(pool, name, 0, out);
+}
+
+static int replay_one(const char *path, vram_policy policy, long long events, replayed *r)
+{
+    vram_trace *t;
+    int rc = vram_trace_read(path, &t);
+    if (rc)
+        return rc;
+    pool_name(path, r->name, sizeof r->name);
+    vram_backend_opts bo = {0};
+    rc = vram_backend_create("sim", &bo, &r->backend);
+    vram_pool_opts po;
+    if (!rc)
+        rc = vram_pool_opts_init(&po);
+    if (!rc) {
+        po.name = r->name;
+        po.policy = policy;
+        po.backend = r->backend;
+        po.trace_path = NULL;
+        rc = vram_pool_create(&po, &r->pool);
+    }
+    r->n_slots = t->n_slots;
+    if (!rc && !(r->ptrs = calloc(t->n_slots ? t->n_slots : 1, sizeof *r->ptrs)))
+        rc = VRAM_EHOSTMEM;
+    size_t n = events >= 0 && (size_t)events < t->n_events ? (size_t)events : t->n_events;
+    uint64_t refused = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const vram_trace_event *e = &t->events[i];
+        vram_stream s = (vram_stream)(uintptr_t)t->streams[e->stream_index];
+        if (e->action == VRAM_TRACE_ALLOC) {
+            vram_owner o;
+            rc = owner_of(r->pool, e->thread, &o);
+            if (!rc && vram_pool_alloc(r->pool, e->size, o, VRAM_KIND_OTHER, s, &r->ptrs[e->slot]))
+                refused++; /* as the trace's own failures: counted by the pool, and go on */
+        } else if (e->action == VRAM_TRACE_FREE && r->ptrs[e->slot]) {
+            rc = vram_pool_free(r->pool, r->ptrs[e->slot], s);
+            r->ptrs[e->slot] = NULL;
+        }
+    }
+    if (!rc && refused)
+        fprintf(stderr, "vramkit metrics: %s: the pool refused %llu request(s); the last: %s\n", path,
+                (unsigned long long)refused, vram_last_error());
+    vram_trace_free(t);
+    return rc;
+}
+
+static void release(replayed *r)
+{
+    for (size_t i = 0; r->pool && r->ptrs && i < r->n_slots; i++)
+        if (r->ptrs[i])
+            vram_pool_free(r->pool, r->ptrs[i], NULL);
+    vram_pool_destroy(r->pool);
+    vram_backend_destroy(r->backend);
+    free(r->ptrs);
+}
+
+static int serve(vram_metrics_opts *mo, double hold)
+{
+    vram_metrics *server;
+    int rc = vram_metrics_start(mo, &server);
+    if (rc)
+        return cli_lib_error("metrics", rc);
+    const char *a = mo->address ? mo->address : "127.0.0.1";
+    int v6 = strchr(a, ':') != NULL;
+    printf("serving http://%s%s%s:%u/metrics\n", v6 ? "[" : "", a, v6 ? "]" : "",
+           vram_metrics_port(server));
+    fflush(stdout);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    struct timespec start, now, tick = {0, 50 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!interrupted) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double el = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+        if (hold >= 0 && el >= hold)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    vram_metrics_stop(server);
+    return 0;
+}
+
+int cmd_metrics(int argc, char **argv)
+{
+    vram_metrics_opts mo;
+    int rc = vram_metrics_opts_init(&mo);
+    if (rc)
+        return cli_lib_error("metrics", rc);
+    vram_pool_opts defaults;
+    if ((rc = vram_pool_opts_init(&defaults)))
+        return cli_lib_error("metrics", rc);
+    vram_policy policy = defaults.policy;
+    long long events = -1;
+    double hold = -1;
+    int serve_it = 0, status = 0, n_traces = 0;
+    char **traces = calloc((size_t)argc, sizeof *traces);
+    if (!traces)
+        return 1;
+    for (int i = 1; i < argc && !status; i++) {
+        const char *a = argv[i], *v = NULL;
+        char *end;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(help, stdout);
+            free(traces);
+            return 0;
+        } else if (strcmp(a, "--no-gpu") == 0) {
+            mo.gpu = VRAM_METRICS_GPU_NONE;
+        } else if (cli_is(a, "--policy")) {
+            if (!(v = cli_value("metrics", argc, argv, &i, "--policy")))
+                status = 2;
+            else if (vram_policy_parse(v, &policy))
+                status = cli_usage_error("metrics", "%s", vram_last_error());
+        } else if (cli_is(a, "--events")) {
+            if (!(v = cli_value("metrics", argc, argv, &i, "--events")))
+                status = 2;
+            else if ((events = strtoll(v, &end, 10)) < 0 || *end || !*v)
+                status = cli_usage_error("metrics", "--events %s is not a count of events", v);
+        } else if (cli_is(a, "--port")) {
+            long p = 0;
+            if (!(v = cli_value("metrics", argc, argv, &i, "--port")))
+                status = 2;
+            else if ((p = strtol(v, &end, 10)) < 0 || p > 65535 || *end || !*v)
+                status = cli_usage_error("metrics", "--port %s must be 0 to 65535", v);
+            else {
+                mo.port = (unsigned)p;
+                serve_it = 1;
+            }
+        } else if (cli_is(a, "--address")) {
+            if (!(v = cli_value("metrics", argc, argv, &i, "--address")))
+                status = 2;
+            else
+                mo.address = v;
+        } else if (cli_is(a, "--hold")) {
+            if (!(v = cli_value("metrics", argc, argv, &i, "--hold")))
+                status = 2;
+            else if ((hold = strtod(v, &end)) < 0 || *end || !*v)
+                status = cli_usage_error("metrics", "--hold %s must be seconds, 0 or more", v);
+        } else if (a[0] == '-' && a[1]) {
+            status = cli_usage_error("metrics", "unknown option \"%s\"", a);
+        } else {
+            traces[n_traces++] = argv[i];
+        }
+    }
+    if (!status && !n_traces)
+        status = cli_usage_error("metrics", "no trace given");
+    if (!status && hold >= 0 && !serve_it)
+        status = cli_usage_error("metrics", "--hold needs --port");
+    replayed *r = status ? NULL : calloc((size_t)n_traces, sizeof *r);
+    vram_pool **pools = status ? NULL : calloc((size_t)n_traces, sizeof *pools);
+    if (!status && (!r || !pools))
+        status = 1;
+    int done = 0;
+    for (; !status && done < n_traces; done++) {
+        if ((rc = replay_one(traces[done], policy, events, &r[done]))) {
+            fprintf(stderr, "vramkit metrics: %s: %s\n", traces[done], vram_last_error());
+            status = 1;
+        }
+        pools[done] = r[done].pool;
+    }
+    if (!status) {
+        mo.pools = pools;
+        mo.n_pools = (size_t)n_traces;
+        if (serve_it)
+            status = serve(&mo, hold);
+        else if ((rc = vram_metrics_print(&mo, vram_write_stdio, stdout)))
+            status = cli_lib_error("metrics", rc);
+    }
+    for (int i = 0; r && i < done; i++)
+        release(&r[i]);
+    free(r);
+    free(pools);
+    free(traces);
+    return status;
+}
