@@ -83,6 +83,8 @@ extern "C" {
       "monitor: alert when an owner's live bytes pass this fraction of its budget") \
     X(MONITOR_CLEAR, monitor_clear, DOUBLE, "0.9", "",                         \
       "monitor: an alert clears below its threshold times this (hysteresis)") \
+    X(MONITOR_HOLD, monitor_hold, SIZE, "1", "",                               \
+      "monitor: samples in a row below its level before an alert is lowered or cleared") \
     X(METRICS_ADDRESS, metrics_address, STRING, "127.0.0.1", "",               \
       "metrics server: address it binds (an IPv4 or IPv6 literal)")            \
     X(METRICS_PORT, metrics_port, SIZE, "0", "",                               \

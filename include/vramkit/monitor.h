@@ -92,6 +92,11 @@ typedef struct vram_monitor_opts {
     uint64_t frag_min_free_bytes; /* no fragmentation alert with less free */
     double budget_warning;     /* an owner's live bytes above this fraction of its budget */
     double clear_ratio;        /* an alert clears below threshold x this (0 < r <= 1) */
+    uint32_t hold_samples;     /* an alert is lowered or cleared only once this many
+                                  samples in a row call for it (0 or 1: at once;
+                                  raising is always at once), so a value that swings
+                                  across a threshold between samples does not raise
+                                  it again every time */
     vram_alert_fn on_alert;    /* may be NULL */
     void *alert_ctx;
 } vram_monitor_opts;

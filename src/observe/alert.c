@@ -1,8 +1,9 @@
 /* src/observe/alert.c - alerts raised once per crossing: each (type, pool,
  * owner) is at no level, warning or critical; a sample moves it up as soon
  * as the value passes a threshold and down only once the value falls below
- * the threshold times the clear ratio (hysteresis). Every change is one
- * alert: counted, and handed to the monitor's sink. */
+ * the threshold times the clear ratio (hysteresis) for hold_samples samples
+ * in a row. Every change is one alert: counted, and handed to the monitor's
+ * sink. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,8 +109,14 @@ int vram__alert_update(vram__alerts *al, vram_alert *a, double value, double war
                                                          : -1;
     }
     int target = up > hold ? up : hold;
-    if (target == cur)
-        return 0;
+    if (target >= cur) {
+        if (s)
+            s->lower_for = 0;
+        if (target == cur)
+            return 0;
+    } else if (++s->lower_for < al->hold_samples) {
+        return 0; /* lower only once it has lasted */
+    }
     if (!s && target >= 0) {
         void *grown = vram__grow(al->active, &al->cap_active, al->n_active, sizeof *al->active, 8);
         if (!grown)

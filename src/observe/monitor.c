@@ -87,6 +87,7 @@ int vram_monitor_opts_init(vram_monitor_opts *o)
         .frag_min_free_bytes = c->monitor_frag_min_free,
         .budget_warning = c->monitor_budget,
         .clear_ratio = c->monitor_clear,
+        .hold_samples = c->monitor_hold > 1000000 ? 1000000u : (uint32_t)c->monitor_hold,
     };
     const char *g = c->monitor_gpu ? c->monitor_gpu : "";
     if (!*g || strcasecmp(g, "none") == 0) {
@@ -641,6 +642,7 @@ int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out)
     if (!m)
         return VRAM_EHOSTMEM;
     m->o = *opts;
+    m->alerts.hold_samples = opts->hold_samples;
     pthread_mutex_init(&m->lock, NULL);
     pthread_mutex_init(&m->data_lock, NULL);
     pthread_mutex_init(&m->wake_lock, NULL);

@@ -51,11 +51,13 @@ typedef struct vram__alert_state {
     char *pool;
     char *owner; /* budget alerts */
     int level;   /* VRAM_ALERT_LEVEL_WARNING or _CRITICAL */
+    uint32_t lower_for; /* samples in a row that called for a lower level */
 } vram__alert_state;
 
 typedef struct vram__alerts {
     vram__alert_state *active;
     size_t n_active, cap_active;
+    uint32_t hold_samples; /* opts.hold_samples (0 counts as 1) */
     uint64_t counts[VRAM_ALERT_TYPE_COUNT][VRAM_ALERT_LEVEL_COUNT];
 } vram__alerts;
 

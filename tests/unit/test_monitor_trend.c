@@ -198,6 +198,40 @@ static void test_alert_crossings(void **state)
     vram__alerts_free(&al);
 }
 
+/* With hold_samples 3 a value that swings across a threshold between
+ * samples raises the alert once; it is lowered and cleared only after three
+ * samples in a row call for it, and a swing back up restarts the count. */
+static void test_alert_hold(void **state)
+{
+    (void)state;
+    vram__alerts al = {.hold_samples = 3};
+    seen s = {0};
+    double swing[] = {0.9, 0.2, 0.9, 0.2, 0.2, 0.9, 0.2, 0.9};
+    for (size_t i = 0; i < sizeof swing / sizeof swing[0]; i++)
+        feed(&al, &s, NULL, swing[i]);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.levels[0], VRAM_ALERT_LEVEL_CRITICAL);
+    /* Critical down to the warning band for three samples: lowered once. */
+    feed(&al, &s, NULL, 0.4);
+    feed(&al, &s, NULL, 0.4);
+    assert_int_equal(s.n, 1);
+    feed(&al, &s, NULL, 0.4);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.levels[1], VRAM_ALERT_LEVEL_WARNING);
+    /* Raising is at once, clearing after three samples below. */
+    feed(&al, &s, NULL, 0.6);
+    assert_int_equal(s.n, 3);
+    assert_int_equal(s.levels[2], VRAM_ALERT_LEVEL_CRITICAL);
+    for (int i = 0; i < 2; i++)
+        feed(&al, &s, NULL, 0.1);
+    assert_int_equal(s.n, 3);
+    feed(&al, &s, NULL, 0.1);
+    assert_int_equal(s.n, 4);
+    assert_int_equal(s.levels[3], VRAM_ALERT_LEVEL_CLEAR);
+    assert_int_equal(al.n_active, 0);
+    vram__alerts_free(&al);
+}
+
 static void test_alert_owners(void **state)
 {
     (void)state;
@@ -252,7 +286,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_t_cdf),          cmocka_unit_test(test_fit_exact),
         cmocka_unit_test(test_fit_noise),      cmocka_unit_test(test_fit_errors),
-        cmocka_unit_test(test_alert_crossings), cmocka_unit_test(test_alert_owners),
+        cmocka_unit_test(test_alert_crossings), cmocka_unit_test(test_alert_hold),
+        cmocka_unit_test(test_alert_owners),
         cmocka_unit_test(test_alert_decided),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

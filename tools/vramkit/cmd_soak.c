@@ -18,7 +18,8 @@ static const char *const help =
     "usage: vramkit soak --workload replay:TRACE [--iterations N] [--csv FILE] [--jsonl FILE]\n"
     "                    [--html FILE] [--policy vmm|segments] [--backend B] [--capacity BYTES]\n"
     "                    [--warmup FRACTION] [--threshold BYTES] [--confidence C]\n"
-    "                    [--gpu INDEX|PCI_BUS_ID|none] [--plant-leak BYTES/K]\n\n"
+    "                    [--gpu INDEX|PCI_BUS_ID|none] [--alert-hold N]\n"
+    "                    [--plant-leak BYTES/K]\n\n"
     "Runs the workload N times (default 20000) through one pool that lives for the whole\n"
     "soak, so that anything an iteration leaves behind accumulates, and samples the pool\n"
     "after every iteration: live, peak and reserved bytes, fragmentation, largest free\n"
@@ -30,7 +31,9 @@ static const char *const help =
     "t-statistic: growing when the slope exceeds --threshold bytes per iteration (default\n"
     "VRAM_MONITOR_GROWTH_ITERATION) with at least --confidence (default\n"
     "VRAM_MONITOR_CONFIDENCE), else level. Alerts (fragmentation, budgets, growth) are\n"
-    "logged as they are raised and cleared, and counted in the summary.\n\n"
+    "logged as they are raised and cleared, and counted in the summary; --alert-hold N\n"
+    "(default 10) lowers or clears an alert only after N samples in a row call for it,\n"
+    "since a sample every iteration sees memory swing within the workload's cycle.\n\n"
     "--csv and --jsonl write every sample (and, in JSON Lines, every alert); --html writes\n"
     "a report page of the series and of the pool at the end. On a terminal a progress bar\n"
     "shows the live bytes and the slope; otherwise a line every tenth of the run.\n"
@@ -202,6 +205,7 @@ typedef struct soak_args {
     uint64_t capacity;
     double warmup, confidence;
     double threshold; /* < 0: the configuration's */
+    uint32_t alert_hold;
     const char *gpu;
     uint64_t leak_bytes, leak_every;
 } soak_args;
@@ -277,6 +281,14 @@ static int parse_args(int argc, char **argv, soak_args *a)
             if (vram__parse_size(v, &b))
                 return cli_usage_error("soak", "--threshold: %s", vram_last_error());
             a->threshold = (double)b;
+        } else if (cli_is(s, "--alert-hold")) {
+            VALUE("--alert-hold");
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (end == v || *end || *v == '-' || n < 1 || n > 1000000)
+                return cli_usage_error("soak", "--alert-hold %s must be an integer from 1 to "
+                                               "1000000", v);
+            a->alert_hold = (uint32_t)n;
         } else if (cli_is(s, "--plant-leak")) {
             VALUE("--plant-leak");
             const char *slash = strchr(v, '/');
@@ -343,6 +355,7 @@ static int monitor_opts(const soak_args *a, vram_monitor_opts *mo)
         mo->growth_confidence = a->confidence;
     if (a->threshold >= 0)
         mo->growth_bytes_per_iteration = a->threshold;
+    mo->hold_samples = a->alert_hold;
     if (a->gpu) {
         char *end;
         long g = strtol(a->gpu, &end, 10);
@@ -410,7 +423,7 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
 int cmd_soak(int argc, char **argv)
 {
     soak_args a = {.iterations = 20000, .backend = "sim", .warmup = -1, .confidence = -1,
-                   .threshold = -1};
+                   .threshold = -1, .alert_hold = 10};
     int status = parse_args(argc, argv, &a);
     if (status)
         return status < 0 ? 0 : status;
