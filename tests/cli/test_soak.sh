@@ -5,7 +5,8 @@
 # verdict line, the CSV (header, one pool row per iteration, owner and kind
 # rows) and the JSON Lines are checked; progress lines appear when stderr is
 # not a terminal; the report page is written when asked; bad arguments fail
-# with a clear message.
+# with a clear message; the shared traces captured on an H200, where the
+# checkout has them, are level and their planted leaks flagged.
 set -euo pipefail
 vramkit=$1
 src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -144,4 +145,25 @@ run badcsv 1 --workload "replay:$small" --iterations 10 --csv /nonexistent-dir/s
 grep -q "cannot create the monitor's file /nonexistent-dir/s.csv" "$tmp/badcsv.err" \
   || fail "$(cat "$tmp/badcsv.err")"
 "$vramkit" soak --help | grep -q 'plant-leak BYTES/K' || fail "help"
+
+# 6. The traces captured from PyTorch on an H200 (../shared/data/traces, or
+# VRAM_SHARED_TRACES), where this checkout has them: each level clean, each
+# growing with a planted leak; the swings of fragmentation within a cycle
+# raise its alert at most once per level.
+shared=${VRAM_SHARED_TRACES:-$src/../shared/data/traces}
+n_shared=0
+for t in "$shared"/*.csv.gz; do
+  [ -f "$t" ] || continue
+  name=$(basename "$t" .csv.gz)
+  run "shared_$name" 0 --workload "replay:$t" --iterations 200
+  grep -q '^verdict: level: live bytes +0.0 B per iteration' "$tmp/shared_$name.out" \
+    || fail "$name: not level: $(cat "$tmp/shared_$name.out")"
+  grep -qE '^alerts: fragmentation [01] warning, [01] critical' "$tmp/shared_$name.out" \
+    || fail "$name: fragmentation alerts flap: $(grep '^alerts' "$tmp/shared_$name.out")"
+  run "shared_leak_$name" 1 --workload "replay:$t" --iterations 200 --plant-leak 4K/10
+  grep -q '^verdict: growing: live bytes +40[0-9.]* B per iteration' "$tmp/shared_leak_$name.out" \
+    || fail "$name: planted leak not flagged: $(cat "$tmp/shared_leak_$name.out")"
+  n_shared=$((n_shared + 1))
+done
+echo "soak: $n_shared shared traces (from $shared)"
 echo "soak: ok"
