@@ -50,12 +50,7 @@ static int nvml_reader(const char *pci, int index, vram_gpu_memory *out)
     return pci ? vram_gpu_memory_read_pci(pci, out) : vram_gpu_memory_read(index, out);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double mono_s(void) { return (double)vram__now_ns() * 1e-9; }
 
 int vram_oom_opts_init(vram_oom_opts *o)
 {

@@ -56,7 +56,6 @@ typedef struct vram__oom_extra {
     vram_trend trend;
     char trend_why[512];   /* why there is no trend */
     uint64_t suppressed;   /* refusals not reported since the previous report */
-    uint64_t refusals;     /* refusals seen by the watch, this one included */
     vram__oom_facts facts;
     vram__oom_diagnosis diagnosis;
 } vram__oom_extra;

@@ -248,8 +248,9 @@ int vram__rj_num(const vram__rj *c, const cJSON *obj, const char *key, int flags
     return 1;
 }
 
-int vram__rj_str(const vram__rj *c, const cJSON *obj, const char *key, int flags,
-                 const char **out)
+/* Member `key` checked to be of one JSON type (is(), named `what`). */
+static int typed(const vram__rj *c, const cJSON *obj, const char *key, int flags,
+                 cJSON_bool (*is)(const cJSON *), const char *what, const cJSON **out)
 {
     const cJSON *v;
     int rc = member(c, obj, key, flags, &v);
@@ -257,40 +258,31 @@ int vram__rj_str(const vram__rj *c, const cJSON *obj, const char *key, int flags
     if (rc <= 0)
         return rc;
     char d[96];
-    if (!cJSON_IsString(v))
-        return vram__rj_fail(c, key, "is %s, expected a string", describe(v, d, sizeof d));
-    *out = v->valuestring;
+    if (!is(v))
+        return vram__rj_fail(c, key, "is %s, expected %s", describe(v, d, sizeof d), what);
+    *out = v;
     return 1;
+}
+
+int vram__rj_str(const vram__rj *c, const cJSON *obj, const char *key, int flags,
+                 const char **out)
+{
+    const cJSON *v;
+    int rc = typed(c, obj, key, flags, cJSON_IsString, "a string", &v);
+    *out = rc > 0 ? v->valuestring : NULL;
+    return rc;
 }
 
 int vram__rj_arr(const vram__rj *c, const cJSON *obj, const char *key, int flags,
                  const cJSON **out)
 {
-    const cJSON *v;
-    int rc = member(c, obj, key, flags, &v);
-    *out = NULL;
-    if (rc <= 0)
-        return rc;
-    char d[96];
-    if (!cJSON_IsArray(v))
-        return vram__rj_fail(c, key, "is %s, expected an array", describe(v, d, sizeof d));
-    *out = v;
-    return 1;
+    return typed(c, obj, key, flags, cJSON_IsArray, "an array", out);
 }
 
 int vram__rj_obj(const vram__rj *c, const cJSON *obj, const char *key, int flags,
                  const cJSON **out)
 {
-    const cJSON *v;
-    int rc = member(c, obj, key, flags, &v);
-    *out = NULL;
-    if (rc <= 0)
-        return rc;
-    char d[96];
-    if (!cJSON_IsObject(v))
-        return vram__rj_fail(c, key, "is %s, expected an object", describe(v, d, sizeof d));
-    *out = v;
-    return 1;
+    return typed(c, obj, key, flags, cJSON_IsObject, "an object", out);
 }
 
 cJSON *vram__rj_number(double v)
