@@ -98,7 +98,8 @@ unsigned vram_metrics_port(const vram_metrics *server);
 int vram_metrics_add_pool(vram_metrics *server, vram_pool *pool);
 int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
 
-/* The exposition the server would answer now, through `write`. */
+/* The exposition the server would answer now, through `write`. The server's
+ * lock is held while `write` runs: it must not add or remove pools. */
 int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx);
 
 /* Stop: close the socket, finish the requests in flight, join the threads

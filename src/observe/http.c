@@ -28,6 +28,7 @@
 #include "base/internal.h"
 #include "base/log_internal.h"
 #include "metrics_internal.h"
+#include "prom.h"
 #include "vramkit/config.h"
 #include "vramkit/stats.h"
 

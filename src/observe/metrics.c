@@ -5,155 +5,18 @@
  * The format wants every sample of a family in one group after its HELP and
  * TYPE lines, so every pool is read first (each under its own lock, through
  * the public statistics calls) and the families are written afterwards, one
- * at a time across all pools. */
-#include <math.h>
-#include <stdarg.h>
+ * at a time across all pools. The text itself is written by prom.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/internal.h"
 #include "metrics_internal.h"
+#include "prom.h"
 #include "vramkit/config.h"
 #include "vramkit/monitor.h"
 #include "vramkit/nvml.h"
 #include "vramkit/stats.h"
-
-/* ---- the memory buffer ---- */
-
-int vram__buf_write(void *ctx, const char *data, size_t len)
-{
-    vram__buf *b = ctx;
-    if (len >= SIZE_MAX / 2 - b->len)
-        return vram__fail(VRAM_EHOSTMEM, "metrics: a page of %zu + %zu bytes is too large", b->len,
-                          len);
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return vram__fail(VRAM_EHOSTMEM, "metrics: out of host memory growing a page to %zu bytes",
-                              cap);
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-/* ---- writing ---- */
-
-typedef struct emit {
-    vram_write_fn write;
-    void *ctx;
-    int rc; /* the first error; everything after it is skipped */
-    /* The family announced last: its HELP and TYPE lines are written before
-     * its first sample, so a family without samples leaves no trace. */
-    const char *fam_name, *fam_type, *fam_help;
-} emit;
-
-static void put(emit *e, const char *s, size_t n)
-{
-    if (!e->rc && n)
-        e->rc = e->write(e->ctx, s, n);
-}
-
-static void put_str(emit *e, const char *s) { put(e, s, strlen(s)); }
-
-static void putf(emit *e, const char *fmt, ...) VRAM__PRINTF(2, 3);
-static void putf(emit *e, const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        put(e, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
-/* Text with backslash and newline escaped, and with `quote` also the double
- * quote (label values escape all three, help text the first two). */
-static void put_escaped(emit *e, const char *s, int quote)
-{
-    const char *run = s;
-    for (; *s; s++) {
-        const char *rep = *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : quote && *s == '"' ? "\\\"" : NULL;
-        if (!rep)
-            continue;
-        put(e, run, (size_t)(s - run));
-        put_str(e, rep);
-        run = s + 1;
-    }
-    put(e, run, (size_t)(s - run));
-}
-
-static void family(emit *e, const char *name, const char *type, const char *help)
-{
-    e->fam_name = name;
-    e->fam_type = type;
-    e->fam_help = help;
-}
-
-static void family_lines(emit *e)
-{
-    if (!e->fam_name)
-        return;
-    putf(e, "# HELP %s ", e->fam_name);
-    put_escaped(e, e->fam_help, 0);
-    putf(e, "\n# TYPE %s %s\n", e->fam_name, e->fam_type);
-    e->fam_name = NULL;
-}
-
-static const char *type_of(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 6 && strcmp(name + n - 6, "_total") == 0 ? "counter" : "gauge";
-}
-
-typedef struct label {
-    const char *key, *value;
-} label;
-
-static void sample_start(emit *e, const char *name, const label *labels, int n)
-{
-    family_lines(e);
-    put_str(e, name);
-    for (int i = 0; i < n; i++) {
-        putf(e, "%s%s=\"", i ? "," : "{", labels[i].key);
-        put_escaped(e, labels[i].value, 1);
-        put_str(e, "\"");
-    }
-    put_str(e, n ? "} " : " ");
-}
-
-static void sample_u64(emit *e, const char *name, const label *labels, int n, uint64_t v)
-{
-    sample_start(e, name, labels, n);
-    putf(e, "%llu\n", (unsigned long long)v);
-}
-
-/* The shortest of %.15g and %.17g that reads back as the same double. */
-static void sample_f64(emit *e, const char *name, const label *labels, int n, double v)
-{
-    sample_start(e, name, labels, n);
-    if (isnan(v)) {
-        put_str(e, "NaN\n");
-        return;
-    }
-    if (isinf(v)) {
-        put_str(e, v > 0 ? "+Inf\n" : "-Inf\n");
-        return;
-    }
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, sizeof buf, "%.17g", v);
-    putf(e, "%s\n", buf);
-}
 
 /* ---- the pools ---- */
 
@@ -187,13 +50,13 @@ static double field_f64(const void *rec, const field *f)
     return v;
 }
 
-static void sample_field(emit *e, const char *name, const label *labels, int n, const void *rec,
-                         const field *f)
+static void sample_field(vram__prom *e, const char *name, const vram__prom_label *labels, int n,
+                         const void *rec, const field *f)
 {
     if (f->f64)
-        sample_f64(e, name, labels, n, field_f64(rec, f));
+        vram__prom_sample_f64(e, name, labels, n, field_f64(rec, f));
     else
-        sample_u64(e, name, labels, n, field_u64(rec, f));
+        vram__prom_sample_u64(e, name, labels, n, field_u64(rec, f));
 }
 
 typedef struct pool_data {
@@ -230,14 +93,14 @@ static int read_pool(vram_pool *pool, pool_data *d)
     return rc;
 }
 
-static void print_pools(emit *e, const pool_data *d, size_t n)
+static void print_pools(vram__prom *e, const pool_data *d, size_t n)
 {
     char name[128], help[256];
     for (size_t f = 0; f < VRAM__ARRAY_LEN(pool_fields); f++) {
         snprintf(name, sizeof name, "vram_pool_%s", pool_fields[f].name);
-        family(e, name, type_of(name), pool_fields[f].help);
+        vram__prom_family(e, name, vram__prom_type_of(name), pool_fields[f].help);
         for (size_t p = 0; p < n; p++) {
-            label l[] = {{"pool", d[p].name}};
+            vram__prom_label l[] = {{"pool", d[p].name}};
             sample_field(e, name, l, 1, &d[p].st, &pool_fields[f]);
         }
     }
@@ -249,22 +112,23 @@ static void print_pools(emit *e, const pool_data *d, size_t n)
             snprintf(help, sizeof help, "per owner: its budget (owners without one have no series)");
         else
             snprintf(help, sizeof help, "per owner: %s", uf->help);
-        family(e, name, type_of(name), help);
+        vram__prom_family(e, name, vram__prom_type_of(name), help);
         for (size_t p = 0; p < n; p++)
             for (size_t o = 0; o < d[p].n_owners; o++) {
                 if (budget && !d[p].owners[o].budget_bytes)
                     continue;
-                label l[] = {{"pool", d[p].name}, {"owner", d[p].owner_names[o]}};
+                vram__prom_label l[] = {{"pool", d[p].name}, {"owner", d[p].owner_names[o]}};
                 sample_field(e, name, l, 2, &d[p].owners[o], uf);
             }
         if (budget) /* kinds have no budget */
             continue;
         snprintf(name, sizeof name, "vram_pool_kind_%s", uf->name);
         snprintf(help, sizeof help, "per kind: %s", uf->help);
-        family(e, name, type_of(name), help);
+        vram__prom_family(e, name, vram__prom_type_of(name), help);
         for (size_t p = 0; p < n; p++)
             for (int k = 0; k < VRAM_KIND_COUNT; k++) {
-                label l[] = {{"pool", d[p].name}, {"kind", vram_kind_name((vram_kind)k)}};
+                vram__prom_label l[] = {{"pool", d[p].name},
+                                        {"kind", vram_kind_name((vram_kind)k)}};
                 sample_field(e, name, l, 2, &d[p].kinds[k], uf);
             }
     }
@@ -273,11 +137,13 @@ static void print_pools(emit *e, const pool_data *d, size_t n)
      * the sizes, which the pool does not keep). */
     for (int which = 0; which < 2; which++) {
         const char *fam = which ? "vram_pool_size_class_live_blocks" : "vram_pool_size_class_allocs_total";
-        family(e, fam, which ? "gauge" : "counter",
-               which ? "live blocks per class of requested size (up_to_bytes: the class's upper "
-                       "bound; the one below is its lower bound, exclusive)"
-                     : "allocations per class of requested size (up_to_bytes: the class's upper "
-                       "bound; the one below is its lower bound, exclusive)");
+        vram__prom_family(e, fam, which ? "gauge" : "counter",
+                          which ? "live blocks per class of requested size (up_to_bytes: the "
+                                  "class's upper bound; the one below is its lower bound, "
+                                  "exclusive)"
+                                : "allocations per class of requested size (up_to_bytes: the "
+                                  "class's upper bound; the one below is its lower bound, "
+                                  "exclusive)");
         for (size_t p = 0; p < n; p++)
             for (unsigned i = 0; i < VRAM_HIST_BUCKETS; i++) {
                 char up[32];
@@ -285,8 +151,9 @@ static void print_pools(emit *e, const pool_data *d, size_t n)
                     snprintf(up, sizeof up, "%llu", (unsigned long long)vram_hist_bucket_limit(i));
                 else
                     snprintf(up, sizeof up, "+Inf");
-                label l[] = {{"pool", d[p].name}, {"up_to_bytes", up}};
-                sample_u64(e, fam, l, 2, which ? d[p].st.hist_live[i] : d[p].st.hist_allocs[i]);
+                vram__prom_label l[] = {{"pool", d[p].name}, {"up_to_bytes", up}};
+                vram__prom_sample_u64(e, fam, l, 2,
+                                      which ? d[p].st.hist_live[i] : d[p].st.hist_allocs[i]);
             }
     }
 }
@@ -327,27 +194,18 @@ static vram_gpu_memory *read_gpus(int which, unsigned *n, char *why, size_t why_
     return g;
 }
 
-/* One line, as a comment: no newline may end it early. */
-static void comment(emit *e, const char *prefix, const char *text)
-{
-    put_str(e, prefix);
-    for (const char *s = text; *s; s++)
-        put(e, *s == '\n' || *s == '\r' ? " " : s, 1);
-    put_str(e, "\n");
-}
-
-static void print_gpus(emit *e, int which)
+static void print_gpus(vram__prom *e, int which)
 {
     if (which == VRAM_METRICS_GPU_NONE)
         return;
     char why[512];
     unsigned n;
     vram_gpu_memory *g = read_gpus(which, &n, why, sizeof why);
-    family(e, "vram_nvml_available", "gauge",
-           "1 when NVML answered for the GPUs below, 0 when it could not (no GPU families then)");
-    sample_u64(e, "vram_nvml_available", NULL, 0, n > 0);
+    vram__prom_family(e, "vram_nvml_available", "gauge",
+                      "1 when NVML answered for the GPUs below, 0 when it could not (no GPU families then)");
+    vram__prom_sample_u64(e, "vram_nvml_available", NULL, 0, n > 0);
     if (why[0])
-        comment(e, "# vram_nvml_available: ", why);
+        vram__prom_comment(e, "# vram_nvml_available: ", why);
     if (!n) {
         free(g);
         return;
@@ -364,33 +222,33 @@ static void print_gpus(emit *e, int which)
          offsetof(vram_gpu_memory, free_bytes)},
     };
     char gpu[16];
-    family(e, "vram_gpu_info", "gauge", "the GPU's name, as a label (always 1)");
+    vram__prom_family(e, "vram_gpu_info", "gauge", "the GPU's name, as a label (always 1)");
     for (unsigned i = 0; i < n; i++) {
         snprintf(gpu, sizeof gpu, "%d", g[i].index);
-        label l[] = {{"gpu", gpu}, {"name", g[i].name}};
-        sample_u64(e, "vram_gpu_info", l, 2, 1);
+        vram__prom_label l[] = {{"gpu", gpu}, {"name", g[i].name}};
+        vram__prom_sample_u64(e, "vram_gpu_info", l, 2, 1);
     }
     for (size_t f = 0; f < VRAM__ARRAY_LEN(mem); f++) {
-        family(e, mem[f].name, "gauge", mem[f].help);
+        vram__prom_family(e, mem[f].name, "gauge", mem[f].help);
         for (unsigned i = 0; i < n; i++) {
             uint64_t v;
             memcpy(&v, (const char *)&g[i] + mem[f].offset, sizeof v);
             snprintf(gpu, sizeof gpu, "%d", g[i].index);
-            label l[] = {{"gpu", gpu}};
-            sample_u64(e, mem[f].name, l, 1, v);
+            vram__prom_label l[] = {{"gpu", gpu}};
+            vram__prom_sample_u64(e, mem[f].name, l, 1, v);
         }
     }
-    family(e, "vram_gpu_processes", "gauge",
-           "compute processes using the GPU (where NVML lists them)");
+    vram__prom_family(e, "vram_gpu_processes", "gauge",
+                      "compute processes using the GPU (where NVML lists them)");
     for (unsigned i = 0; i < n; i++) {
         if (!g[i].processes_known)
             continue;
         snprintf(gpu, sizeof gpu, "%d", g[i].index);
-        label l[] = {{"gpu", gpu}};
-        sample_u64(e, "vram_gpu_processes", l, 1, g[i].n_processes_total);
+        vram__prom_label l[] = {{"gpu", gpu}};
+        vram__prom_sample_u64(e, "vram_gpu_processes", l, 1, g[i].n_processes_total);
     }
-    family(e, "vram_gpu_process_memory_used_bytes", "gauge",
-           "device memory of one process (NVML; the processes using the most, at most 64)");
+    vram__prom_family(e, "vram_gpu_process_memory_used_bytes", "gauge",
+                      "device memory of one process (NVML; the processes using the most, at most 64)");
     for (unsigned i = 0; i < n; i++) {
         if (!g[i].processes_known)
             continue;
@@ -418,8 +276,8 @@ static void print_gpus(emit *e, int which)
                 continue;
             char pid[16];
             snprintf(pid, sizeof pid, "%u", pr->pid);
-            label l[] = {{"gpu", gpu}, {"pid", pid}, {"process", pr->name}};
-            sample_u64(e, "vram_gpu_process_memory_used_bytes", l, 3, used);
+            vram__prom_label l[] = {{"gpu", gpu}, {"pid", pid}, {"process", pr->name}};
+            vram__prom_sample_u64(e, "vram_gpu_process_memory_used_bytes", l, 3, used);
         }
     }
     free(g);
@@ -457,7 +315,7 @@ int vram__metrics_print(vram_pool *const *pools, size_t n, vram_monitor *monitor
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
         rc = read_pool(pools[i], &d[i]);
-    emit e = {.write = write, .ctx = ctx};
+    vram__prom e = {.write = write, .ctx = ctx};
     if (!rc) {
         print_pools(&e, d, n);
         print_gpus(&e, gpu);

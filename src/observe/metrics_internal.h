@@ -1,6 +1,6 @@
 /* src/observe/metrics_internal.h - what the exposition (metrics.c) and the
- * HTTP server (http.c) share: the printing of a list of pools, and a
- * growable memory buffer that is a vram_write_fn. */
+ * HTTP server (http.c) share: the printing of a list of pools. (The memory
+ * buffer they both write into is prom.h's.) */
 #ifndef VRAM_OBSERVE_METRICS_INTERNAL_H
 #define VRAM_OBSERVE_METRICS_INTERNAL_H
 
@@ -15,16 +15,5 @@ int vram__metrics_check_pools(vram_pool *const *pools, size_t n);
  * the monitor (may be NULL). */
 int vram__metrics_print(vram_pool *const *pools, size_t n, vram_monitor *monitor, int gpu,
                         vram_write_fn write, void *ctx);
-
-/* Bytes written through vram__buf_write accumulate in data (malloc'd, NUL
- * terminated; the owner frees it). */
-typedef struct vram__buf {
-    char *data;
-    size_t len, cap;
-} vram__buf;
-
-/* A vram_write_fn appending to the vram__buf passed as ctx; VRAM_EHOSTMEM
- * when it cannot grow. */
-int vram__buf_write(void *buf, const char *data, size_t len);
 
 #endif

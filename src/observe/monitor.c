@@ -13,7 +13,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -21,6 +20,7 @@
 
 #include "base/log_internal.h"
 #include "monitor_internal.h"
+#include "prom.h"
 #include "vramkit/config.h"
 #include "vramkit/device.h"
 #include "vramkit/stats.h"
@@ -805,100 +805,45 @@ int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_l
 
 /* ---- metrics ---- */
 
-typedef struct mbuf {
-    char *data;
-    size_t len, cap;
-    int oom;
-} mbuf;
-
-static void mput(mbuf *b, const char *fmt, ...) VRAM__PRINTF(2, 3);
-static void mput(mbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->data && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t want = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *d = realloc(b->data, want);
-        if (!d) {
-            b->oom = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = want;
-    }
-}
-
-static void family(mbuf *b, const char *name, const char *type, const char *help)
-{
-    mput(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A label value, escaped as the text format wants. */
-static void mlabel(mbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            mput(b, "\\%c", *s);
-        else if (*s == '\n')
-            mput(b, "\\n");
-        else
-            mput(b, "%c", *s);
-    }
-}
-
-static void mvalue(mbuf *b, double v)
-{
-    if (isnan(v))
-        mput(b, " NaN\n");
-    else if (isinf(v))
-        mput(b, v > 0 ? " +Inf\n" : " -Inf\n");
-    else
-        mput(b, " %.17g\n", v);
-}
-
 int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx)
 {
     if (!m || !write)
         return vram__fail(VRAM_EINVAL, "vram_monitor_print_metrics: monitor and writer are required");
-    mbuf b = {0};
+    /* Written into memory under data_lock, and through `write` after it. */
+    vram__buf b = {0};
+    vram__prom p = {.write = vram__buf_write, .ctx = &b};
     pthread_mutex_lock(&m->data_lock);
-    family(&b, "vram_monitor_samples_total", "counter", "Samples the monitor has taken.");
-    mput(&b, "vram_monitor_samples_total %llu\n", (unsigned long long)m->total);
-    family(&b, "vram_monitor_sample_seconds_total", "counter",
-           "Wall time spent taking samples (waits for pool locks included), checking alerts "
-           "and writing the sample files.");
-    mput(&b, "vram_monitor_sample_seconds_total %.9f\n", (double)m->sample_ns_total * 1e-9);
-    family(&b, "vram_monitor_sample_cpu_seconds_total", "counter",
-           "CPU time of the sampling thread spent on samples.");
-    mput(&b, "vram_monitor_sample_cpu_seconds_total %.9f\n", (double)m->sample_cpu_ns_total * 1e-9);
-    family(&b, "vram_monitor_cuda_contexts", "gauge",
-           "CUDA contexts vramkit held at the last sample.");
-    mput(&b, "vram_monitor_cuda_contexts %u\n", m->last_contexts);
-    family(&b, "vram_monitor_alerts_total", "counter",
-           "Alerts raised, by type and level (level clear: alerts that cleared).");
+    vram__prom_family(&p, "vram_monitor_samples_total", "counter", "Samples the monitor has taken.");
+    vram__prom_sample_u64(&p, "vram_monitor_samples_total", NULL, 0, m->total);
+    vram__prom_family(&p, "vram_monitor_sample_seconds_total", "counter",
+                      "Wall time spent taking samples (waits for pool locks included), checking "
+                      "alerts and writing the sample files.");
+    vram__prom_sample_start(&p, "vram_monitor_sample_seconds_total", NULL, 0);
+    vram__prom_value_f64(&p, (double)m->sample_ns_total * 1e-9, VRAM__PROM_F9);
+    vram__prom_family(&p, "vram_monitor_sample_cpu_seconds_total", "counter",
+                      "CPU time of the sampling thread spent on samples.");
+    vram__prom_sample_start(&p, "vram_monitor_sample_cpu_seconds_total", NULL, 0);
+    vram__prom_value_f64(&p, (double)m->sample_cpu_ns_total * 1e-9, VRAM__PROM_F9);
+    vram__prom_family(&p, "vram_monitor_cuda_contexts", "gauge",
+                      "CUDA contexts vramkit held at the last sample.");
+    vram__prom_sample_u64(&p, "vram_monitor_cuda_contexts", NULL, 0, m->last_contexts);
+    vram__prom_family(&p, "vram_monitor_alerts_total", "counter",
+                      "Alerts raised, by type and level (level clear: alerts that cleared).");
     for (int t = 0; t < VRAM_ALERT_TYPE_COUNT; t++)
-        for (int l = 0; l < VRAM_ALERT_LEVEL_COUNT; l++)
-            mput(&b, "vram_monitor_alerts_total{alert=\"%s\",level=\"%s\"} %llu\n",
-                 vram_alert_type_name((vram_alert_type)t), vram_alert_level_name((vram_alert_level)l),
-                 (unsigned long long)m->alerts.counts[t][l]);
-    family(&b, "vram_monitor_alerts_active", "gauge", "Alerts raised and not yet cleared.");
+        for (int l = 0; l < VRAM_ALERT_LEVEL_COUNT; l++) {
+            vram__prom_label lb[] = {{"alert", vram_alert_type_name((vram_alert_type)t)},
+                                     {"level", vram_alert_level_name((vram_alert_level)l)}};
+            vram__prom_sample_u64(&p, "vram_monitor_alerts_total", lb, 2, m->alerts.counts[t][l]);
+        }
+    vram__prom_family(&p, "vram_monitor_alerts_active", "gauge",
+                      "Alerts raised and not yet cleared.");
     for (int t = 0; t < VRAM_ALERT_TYPE_COUNT; t++)
-        for (int l = 0; l < VRAM_ALERT_LEVEL_CLEAR; l++)
-            mput(&b, "vram_monitor_alerts_active{alert=\"%s\",level=\"%s\"} %u\n",
-                 vram_alert_type_name((vram_alert_type)t), vram_alert_level_name((vram_alert_level)l),
-                 vram__alerts_active(&m->alerts, (vram_alert_type)t, l));
+        for (int l = 0; l < VRAM_ALERT_LEVEL_CLEAR; l++) {
+            vram__prom_label lb[] = {{"alert", vram_alert_type_name((vram_alert_type)t)},
+                                     {"level", vram_alert_level_name((vram_alert_level)l)}};
+            vram__prom_sample_u64(&p, "vram_monitor_alerts_active", lb, 2,
+                                  vram__alerts_active(&m->alerts, (vram_alert_type)t, l));
+        }
     /* Per pool: those in the newest sample. */
     const vram_sample *last = m->kept ? ring_at(m, m->kept - 1) : NULL;
     uint32_t np = last ? last->n_pools : 0;
@@ -919,24 +864,23 @@ int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx)
         {"vram_monitor_leak_suspected", "1 when live bytes grow beyond the threshold, else 0."},
     };
     for (size_t f = 0; np && f < VRAM__ARRAY_LEN(fams) && !rc; f++) {
-        family(&b, fams[f].name, "gauge", fams[f].help);
+        vram__prom_family(&p, fams[f].name, "gauge", fams[f].help);
         for (uint32_t i = 0; i < np; i++) {
-            mput(&b, "%s{pool=\"", fams[f].name);
-            mlabel(&b, last->pools[i].pool);
-            mput(&b, "\"}");
+            vram__prom_label lb[] = {{"pool", last->pools[i].pool}};
+            vram__prom_sample_start(&p, fams[f].name, lb, 1);
             const vram_trend *t = &tr[i];
             double v = f == 0   ? (double)t->samples
                        : f == 1 ? t->slope_bytes_per_s
                        : f == 2 ? t->slope_bytes_per_iteration
                        : f == 3 ? t->confidence
                                 : (double)t->growing;
-            mvalue(&b, v);
+            vram__prom_value_f64(&p, v, VRAM__PROM_G17);
         }
     }
     pthread_mutex_unlock(&m->data_lock);
     free(tr);
-    if (!rc && b.oom)
-        rc = vram__fail(VRAM_EHOSTMEM, "out of host memory printing the monitor's metrics");
+    if (!rc && p.rc)
+        rc = vram__fail(p.rc, "out of host memory printing the monitor's metrics");
     if (!rc)
         rc = write(ctx, b.data, b.len);
     free(b.data);

@@ -82,14 +82,17 @@ static int replay_one(const char *path, vram_policy policy, long long events, re
         rc = VRAM_EHOSTMEM;
     size_t n = events >= 0 && (size_t)events < t->n_events ? (size_t)events : t->n_events;
     uint64_t refused = 0;
+    char last[512] = "";
     for (size_t i = 0; !rc && i < n; i++) {
         const vram_trace_event *e = &t->events[i];
         vram_stream s = (vram_stream)(uintptr_t)t->streams[e->stream_index];
         if (e->action == VRAM_TRACE_ALLOC) {
             vram_owner o;
             rc = owner_of(r->pool, e->thread, &o);
-            if (!rc && vram_pool_alloc(r->pool, e->size, o, VRAM_KIND_OTHER, s, &r->ptrs[e->slot]))
+            if (!rc && vram_pool_alloc(r->pool, e->size, o, VRAM_KIND_OTHER, s, &r->ptrs[e->slot])) {
                 refused++; /* as the trace's own failures: counted by the pool, and go on */
+                snprintf(last, sizeof last, "%s", vram_last_error());
+            }
         } else if (e->action == VRAM_TRACE_FREE && r->ptrs[e->slot]) {
             rc = vram_pool_free(r->pool, r->ptrs[e->slot], s);
             r->ptrs[e->slot] = NULL;
@@ -97,7 +100,7 @@ static int replay_one(const char *path, vram_policy policy, long long events, re
     }
     if (!rc && refused)
         fprintf(stderr, "vramkit metrics: %s: the pool refused %llu request(s); the last: %s\n", path,
-                (unsigned long long)refused, vram_last_error());
+                (unsigned long long)refused, last);
     vram_trace_free(t);
     return rc;
 }

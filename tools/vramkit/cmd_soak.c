@@ -374,18 +374,21 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
                     const vram_trend *tr, uint64_t first_live, uint64_t last_live, uint64_t most_live)
 {
     vram_pool_stats st;
-    vram_pool_stats_get(c->pool, &st);
+    int have_stats = vram_pool_stats_get(c->pool, &st) == 0;
     char b1[48], b2[48], b3[48], b4[48], b5[48];
     printf("soak: replay:%s, %llu iterations of %zu events through pool \"replay\" (%s on %s) in "
            "%.2f s\n",
            a->trace, (unsigned long long)a->iterations, c->t->n_events,
            vram_policy_name(vram_pool_policy(c->pool)), a->backend, secs);
-    printf("live bytes after each iteration: first %s, last %s, most %s; peak live %s, "
-           "reserved %s at the end\n",
-           vram__fmt_bytes(b1, sizeof b1, first_live), vram__fmt_bytes(b2, sizeof b2, last_live),
-           vram__fmt_bytes(b3, sizeof b3, most_live),
-           vram__fmt_bytes(b4, sizeof b4, st.peak_live_bytes),
-           vram__fmt_bytes(b5, sizeof b5, st.reserved_bytes));
+    if (!have_stats)
+        printf("pool statistics: %s\n", vram_last_error());
+    else
+        printf("live bytes after each iteration: first %s, last %s, most %s; peak live %s, "
+               "reserved %s at the end\n",
+               vram__fmt_bytes(b1, sizeof b1, first_live), vram__fmt_bytes(b2, sizeof b2, last_live),
+               vram__fmt_bytes(b3, sizeof b3, most_live),
+               vram__fmt_bytes(b4, sizeof b4, st.peak_live_bytes),
+               vram__fmt_bytes(b5, sizeof b5, st.reserved_bytes));
     if (c->leak_every)
         printf("planted leak: %s every %llu iterations, %zu blocks (%s) never freed\n",
                vram__fmt_bytes(b1, sizeof b1, c->leak_bytes), (unsigned long long)c->leak_every,
@@ -493,7 +496,8 @@ int cmd_soak(int argc, char **argv)
             (rc = vram_monitor_sample(m, (int64_t)it)) != 0)
             goto out;
         vram_pool_stats st;
-        vram_pool_stats_get(c.pool, &st);
+        if ((rc = vram_pool_stats_get(c.pool, &st)) != 0)
+            goto out;
         if (it == 1)
             first_live = st.live_bytes;
         last_live = st.live_bytes;
