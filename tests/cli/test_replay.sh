@@ -28,7 +28,7 @@ for p in sys.argv[2:]:
             summ[s["workload"]] = s
 need = ["trace", "policy", "events", "peak_live_bytes", "peak_reserved_bytes", "reserved_ratio",
         "ns_per_op", "malloc_ns_per_op", "backend_calls", "failed_allocs"]
-bad = []
+bad, slow = [], []
 for r in rows:
     name = os.path.basename(r["trace"]).split(".")[0]
     for k in need:
@@ -41,15 +41,33 @@ for r in rows:
     if r["reserved_ratio"] > 1.05 * r["floor_ratio"] + 1e-9:
         bad.append(f"{name}: reserved_ratio {r['reserved_ratio']:.4f} > 1.05 x floor {r['floor_ratio']:.4f}")
     if r["ns_per_op"] > 1.5 * r["malloc_ns_per_op"]:
-        bad.append(f"{name}: {r['ns_per_op']:.1f} ns/op > 1.5 x malloc {r['malloc_ns_per_op']:.1f}")
+        slow.append(r["trace"])
+        print(f"{name}: {r['ns_per_op']:.1f} ns/op > 1.5 x malloc {r['malloc_ns_per_op']:.1f}: "
+              "measured again", file=sys.stderr)
     if name in summ and r["peak_live_bytes"] != summ[name]["peak_live_requested"]:
         bad.append(f"{name}: peak live {r['peak_live_bytes']} != captured {summ[name]['peak_live_requested']}")
     print(f"{name:28s} ratio {r['reserved_ratio']:.4f} floor {r['floor_ratio']:.4f} "
           f"ns/op {r['ns_per_op']:.1f} malloc {r['malloc_ns_per_op']:.1f}")
+open(os.path.join(os.path.dirname(sys.argv[1]), "slow.txt"), "w").write("".join(t + "\n" for t in slow))
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)
 PY
+# Host time is a measurement on a shared machine (other tests run beside this
+# one): a trace over the bound is measured again, alone, with more runs, and
+# fails only if it is over again.
+while read -r t; do
+  "$vramkit" replay --json --runs 7 "$t" >"$tmp/again.json"
+  python3 - "$tmp/again.json" <<'PY' || fail "host time over 1.5 x malloc twice"
+import json, os, sys
+r = json.loads(open(sys.argv[1]).readline())
+name = os.path.basename(r["trace"]).split(".")[0]
+print(f"{name:28s} again: ns/op {r['ns_per_op']:.1f} malloc {r['malloc_ns_per_op']:.1f}")
+if r["ns_per_op"] > 1.5 * r["malloc_ns_per_op"]:
+    print(f"{name}: {r['ns_per_op']:.1f} ns/op > 1.5 x malloc {r['malloc_ns_per_op']:.1f}", file=sys.stderr)
+    sys.exit(1)
+PY
+done <"$tmp/slow.txt"
 
 # A capacity the trace exceeds: requests are refused, reported, and the replay goes on.
 "$vramkit" replay --json --runs 1 --capacity 64M "${traces[0]}" >"$tmp/cap.json" 2>"$tmp/cap.err" \
