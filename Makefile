@@ -31,7 +31,7 @@ bench: deps build
 	./$(BUILD)/bench_replay --out bench/results/replay.md \
 	  --commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown) \
 	  $(wildcard data/traces/*.csv.gz) $(wildcard ../shared/data/traces/*.csv.gz)
-	./$(BUILD)/bench_bench_monitor --out bench/results/monitor.md \
+	./$(BUILD)/bench_monitor --out bench/results/monitor.md \
 	  --commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(wildcard data/traces/*.csv.gz)
 
 clean:

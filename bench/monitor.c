@@ -1,4 +1,4 @@
-/* bench/bench_monitor.c - what the monitor costs the work it watches: each
+/* bench/monitor.c - what the monitor costs the work it watches: each
  * trace is replayed again and again through one warm pool for a fixed time,
  * alternately without and with a monitor sampling that pool on its thread
  * (period 1 s by default), and the replay's throughput (host ns per
