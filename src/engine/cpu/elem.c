@@ -10,6 +10,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_elem.h"
+#include "engine/cpu/scalar.h"
 
 char *vram__cpu_shape_fmt(const vram__shape *s, char *buf, size_t cap)
 {
@@ -307,47 +308,6 @@ void vram__cpu_softmax(const vram__shape *s, int axis, const float *x, float *y)
 
 /* ---- cast ------------------------------------------------------------------ */
 
-static float half_to_float(uint16_t h)
-{
-    int sign = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24); /* zero or subnormal: m * 2^-24 */
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return sign ? -v : v;
-}
-
-/* Round-to-nearest-even through rint() on exactly scaled values: scaling by
- * a power of two is exact, so rint() sees the true mantissa. */
-static uint16_t double_to_half(double d)
-{
-    uint16_t sign = signbit(d) ? 0x8000 : 0;
-    double a = fabs(d);
-    if (isnan(d))
-        return (uint16_t)(sign | 0x7e00);
-    if (a < 0x1p-14) {
-        /* Subnormal range: units of 2^-24. A result of 1024 is the smallest
-         * normal, whose bit pattern is exactly 0x400. */
-        return (uint16_t)(sign | (uint16_t)rint(a * 0x1p24));
-    }
-    if (isinf(a) || a >= 65520.0)
-        return (uint16_t)(sign | 0x7c00);
-    int e2;
-    double f = frexp(a, &e2); /* a = f * 2^e2, f in [0.5, 1) */
-    int e = e2 - 1;           /* a = (2f) * 2^e, 2f in [1, 2) */
-    double m = rint(f * 2048.0);
-    if (m >= 2048.0) {
-        m = 1024.0;
-        e++;
-    }
-    if (e > 15)
-        return (uint16_t)(sign | 0x7c00);
-    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)(m - 1024.0));
-}
-
 /* The ONNX name of a type Cast handles, "type N" for the others. */
 static const char *cast_name(int t, char *buf, size_t cap)
 {
@@ -400,7 +360,7 @@ static double read_f(int t, const void *x, int64_t i)
     switch (t) {
     case VRAM__DT_FLOAT: return ((const float *)x)[i];
     case VRAM__DT_DOUBLE: return ((const double *)x)[i];
-    default: return half_to_float(((const uint16_t *)x)[i]);
+    default: return vram__half_to_float(((const uint16_t *)x)[i]);
     }
 }
 
@@ -443,7 +403,7 @@ static void write_f(int t, void *y, int64_t i, double d)
     switch (t) {
     case VRAM__DT_FLOAT: ((float *)y)[i] = (float)d; break;
     case VRAM__DT_DOUBLE: ((double *)y)[i] = d; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = double_to_half(d); break;
+    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
     case VRAM__DT_INT64: ((int64_t *)y)[i] = sat_trunc(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); break;
     case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)sat_trunc(d, -0x1p31, 0x1p31, INT32_MIN, INT32_MAX); break;
     case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)sat_trunc(d, -128.0, 128.0, INT8_MIN, INT8_MAX); break;
@@ -457,7 +417,7 @@ static void write_i(int t, void *y, int64_t i, int64_t v)
     switch (t) {
     case VRAM__DT_FLOAT: ((float *)y)[i] = (float)v; break;
     case VRAM__DT_DOUBLE: ((double *)y)[i] = (double)v; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = double_to_half((double)v); break;
+    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half((double)v); break;
     case VRAM__DT_INT64: ((int64_t *)y)[i] = v; break;
     case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, 1); break;
     case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, 1); break;

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "engine/cpu/scalar.h" /* vram__valid_range */
 #include "engine/graph.h"
 
 typedef struct vram__conv2d {
@@ -107,19 +108,5 @@ void vram__cpu_gemm_acc(int64_t m, int64_t n, int64_t k, float alpha, const floa
                         int64_t acs, const float *b, int64_t brs, int64_t bcs, float *y,
                         int64_t ldy);
 
-/* [*lo, *hi): the i in [0, count) with 0 <= i*stride + off < limit
- * (stride >= 1). Empty ranges come back as lo == hi. */
-static inline void vram__valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count,
-                                     int64_t *lo, int64_t *hi)
-{
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = limit - off <= 0 ? 0 : (limit - off + stride - 1) / stride;
-    if (h > count)
-        h = count;
-    if (l > h)
-        l = h;
-    *lo = l;
-    *hi = h;
-}
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_elem.h"
+#include "engine/cpu/scalar.h"
 
 static inline void copy_elem(size_t elem, char *dst, const char *src)
 {
@@ -144,24 +145,6 @@ void vram__cpu_split(size_t elem, int axis, const vram__shape *xs, const void *x
 
 /* ---- pad ------------------------------------------------------------------ */
 
-/* The source index along an axis of extent n for padded coordinate i (the
- * output coordinate minus the begin pad), or -1 for "the constant". */
-static int64_t pad_source(int mode, int64_t i, int64_t n)
-{
-    if (i >= 0 && i < n)
-        return i;
-    if (mode == VRAM__PAD_CONSTANT)
-        return -1;
-    if (mode == VRAM__PAD_EDGE || n == 1)
-        return i < 0 ? 0 : n - 1;
-    /* Reflect: the extended axis repeats with period 2(n-1):
-     * a b c d c b | a b c d c b | ... */
-    int64_t p = 2 * (n - 1), k = i % p;
-    if (k < 0)
-        k += p;
-    return k < n ? k : p - k;
-}
-
 int vram__pad_check(int mode, const vram__shape *xs, const int64_t *pads, const vram__shape *ys)
 {
     char s1[160], s2[160];
@@ -198,7 +181,7 @@ int vram__cpu_pad(size_t elem, int mode, const vram__shape *xs, const void *x, c
         int64_t off = 0;
         int outside = 0;
         for (int d = 0; d < r; d++) {
-            int64_t s = pad_source(mode, idx[d] - pads[d], xs->dim[d]);
+            int64_t s = vram__pad_source(mode, idx[d] - pads[d], xs->dim[d]);
             if (s < 0) {
                 outside = 1;
                 break;

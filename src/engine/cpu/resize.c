@@ -9,6 +9,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_elem.h"
+#include "engine/cpu/scalar.h"
 
 /* Where output coordinate o of an axis (in -> out elements, scale) falls in
  * the input, as ONNX's coordinate_transformation_mode says, computed in
@@ -28,23 +29,6 @@ static double source_coord(int ctm, int64_t o, float scale, int64_t in, int64_t 
         return out > 1 ? (double)((x + 0.5f) / scale - 0.5f) : 0.0;
     default: /* 4: tf_half_pixel_for_nearest */
         return (double)((x + 0.5f) / scale);
-    }
-}
-
-/* ONNX nearest_mode. Ties are exact halves; only non-negative ones matter,
- * since anything below 0 is clamped to 0 afterwards. */
-static double nearest_round(int nearest_mode, double c)
-{
-    double f = floor(c);
-    switch (nearest_mode) {
-    case 0: /* round_prefer_floor */
-        return c - f == 0.5 ? f : floor(c + 0.5);
-    case 1: /* round_prefer_ceil */
-        return c - f == 0.5 ? f + 1.0 : floor(c + 0.5);
-    case 2:
-        return f;
-    default:
-        return ceil(c);
     }
 }
 
@@ -120,7 +104,7 @@ int vram__cpu_resize(int mode, int ctm, int nearest_mode, const vram__shape *xs,
         for (int64_t o = 0; o < out; o++, t++) {
             double c = source_coord(ctm, o, scales[d], in, out);
             if (mode == 0) {
-                double s = nearest_round(nearest_mode, c);
+                double s = vram__nearest_round(nearest_mode, c);
                 int64_t i = s < 0.0 ? 0 : s > (double)(in - 1) ? in - 1 : (int64_t)s;
                 t->off0 = t->off1 = i * xst[d];
             } else if (!linear) {

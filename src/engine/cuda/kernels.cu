@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "engine/cpu/kernels_elem.h"
+#include "engine/cpu/scalar.h"
 #include "engine/cuda/cuk_params.h"
 
 #define KERNEL extern "C" __global__ void __launch_bounds__(VRAM__CUK_THREADS)
@@ -433,21 +434,6 @@ KERNEL vram_cuk_binary_i64(PARAMS(vram__cuk_binary_p))
 
 /* ---- pooling ---------------------------------------------------------------- */
 
-/* vram__valid_range (kernels_nn.h): [lo, hi) are the i in [0, count) with
- * 0 <= i*stride + off < limit. */
-__device__ __forceinline__ static void valid_range(int64_t off, int64_t stride, int64_t limit,
-                                                   int64_t count, int64_t &lo, int64_t &hi)
-{
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = limit - off <= 0 ? 0 : (limit - off + stride - 1) / stride;
-    if (h > count)
-        h = count;
-    if (l > h)
-        l = h;
-    lo = l;
-    hi = h;
-}
-
 template <typename I> __device__ static void maxpool_body(const vram__cuk_pool_p &p)
 {
     GRID_LOOP(I, i, p.total) {
@@ -457,8 +443,8 @@ template <typename I> __device__ static void maxpool_body(const vram__cuk_pool_p
         const float *xp = p.x + (int64_t)t * p.h * p.w;
         int64_t y0 = oy * p.stride_h - p.pad_top, x0 = ox * p.stride_w - p.pad_left;
         int64_t ky0, ky1, kx0, kx1;
-        valid_range(y0, p.dil_h, p.h, p.kh, ky0, ky1);
-        valid_range(x0, p.dil_w, p.w, p.kw, kx0, kx1);
+        vram__valid_range(y0, p.dil_h, p.h, p.kh, &ky0, &ky1);
+        vram__valid_range(x0, p.dil_w, p.w, p.kw, &kx0, &kx1);
         float m = -FLT_MAX; /* padding never wins; NaN never replaces */
         for (int64_t ky = ky0; ky < ky1; ky++) {
             const float *row = xp + (y0 + ky * p.dil_h) * p.w;
@@ -486,11 +472,13 @@ template <typename I> __device__ static void avgpool_body(const vram__cuk_pool_p
         const float *xp = p.x + (int64_t)t * p.h * p.w;
         int64_t y0 = oy * p.stride_h - p.pad_top, x0 = ox * p.stride_w - p.pad_left;
         int64_t ky0, ky1, kx0, kx1, py0, py1, px0, px1;
-        valid_range(y0, p.dil_h, p.h, p.kh, ky0, ky1);
-        valid_range(x0, p.dil_w, p.w, p.kw, kx0, kx1);
+        vram__valid_range(y0, p.dil_h, p.h, p.kh, &ky0, &ky1);
+        vram__valid_range(x0, p.dil_w, p.w, p.kw, &kx0, &kx1);
         /* Taps inside the padded input [-pad, extent + pad_end). */
-        valid_range(y0 + p.pad_top, p.dil_h, p.h + p.pad_top + p.pad_bottom, p.kh, py0, py1);
-        valid_range(x0 + p.pad_left, p.dil_w, p.w + p.pad_left + p.pad_right, p.kw, px0, px1);
+        vram__valid_range(y0 + p.pad_top, p.dil_h, p.h + p.pad_top + p.pad_bottom, p.kh, &py0,
+                          &py1);
+        vram__valid_range(x0 + p.pad_left, p.dil_w, p.w + p.pad_left + p.pad_right, p.kw, &px0,
+                          &px1);
         float sum = 0.0f; /* the CPU's order, so the same sum */
         for (int64_t ky = ky0; ky < ky1; ky++) {
             const float *row = xp + (y0 + ky * p.dil_h) * p.w;
@@ -697,23 +685,6 @@ template <typename T, typename I> __device__ static void copy2d_body(const vram_
 
 KERNEL vram_cuk_copy2d(PARAMS(vram__cuk_copy2d_p)) { BY_UNIT(copy2d_body, p, p.rows * p.cols); }
 
-/* cpu/movement.c's pad_source: the source index along an axis of extent n
- * for padded coordinate i, or -1 for the constant. Reflect repeats with
- * period 2(n-1) (NumPy's "reflect"); an axis of one element repeats it. */
-__device__ __forceinline__ static int64_t pad_source(int mode, int64_t i, int64_t n)
-{
-    if (i >= 0 && i < n)
-        return i;
-    if (mode == VRAM__PAD_CONSTANT)
-        return -1;
-    if (mode == VRAM__PAD_EDGE || n == 1)
-        return i < 0 ? 0 : n - 1;
-    int64_t per = 2 * (n - 1), k = i % per;
-    if (k < 0)
-        k += per;
-    return k < n ? k : per - k;
-}
-
 template <typename T, typename I> __device__ static void pad_body(const vram__cuk_pad_p &p)
 {
     const T *x = (const T *)p.x;
@@ -728,7 +699,7 @@ template <typename T, typename I> __device__ static void pad_body(const vram__cu
             if (d >= p.rank)
                 break;
             int64_t c = (int64_t)take_coord<I>(o, d, p.rank, p.rydim[d]);
-            int64_t s = pad_source(p.mode, c - p.rbegin[d], p.rxdim[d]);
+            int64_t s = vram__pad_source(p.mode, c - p.rbegin[d], p.rxdim[d]);
             if (s < 0)
                 outside = true;
             else
@@ -814,21 +785,6 @@ __device__ __forceinline__ static double source_coord(int ctm, int64_t o, float 
     }
 }
 
-__device__ __forceinline__ static double nearest_round(int mode, double c)
-{
-    double f = floor(c);
-    switch (mode) {
-    case 0: /* round_prefer_floor */
-        return c - f == 0.5 ? f : floor(c + 0.5);
-    case 1: /* round_prefer_ceil */
-        return c - f == 0.5 ? f + 1.0 : floor(c + 0.5);
-    case 2:
-        return f;
-    default:
-        return ceil(c);
-    }
-}
-
 template <typename I> __device__ static void resize_body(const vram__cuk_resize_p &p)
 {
     GRID_LOOP(I, i, p.total) {
@@ -844,7 +800,7 @@ template <typename I> __device__ static void resize_body(const vram__cuk_resize_
             int64_t od = (int64_t)take_coord<I>(o, d, p.rank, p.rydim[d]);
             int64_t in = p.rxdim[d], out = p.rydim[d];
             if (p.mode == 0) {
-                double s = nearest_round(p.nearest, source_coord(p.ctm, od, p.rscale[d], in, out));
+                double s = vram__nearest_round(p.nearest, source_coord(p.ctm, od, p.rscale[d], in, out));
                 int64_t ix = s < 0.0 ? 0 : s > (double)(in - 1) ? in - 1 : (int64_t)s;
                 base += ix * p.rxst[d];
             } else if (!p.rlinear[d]) {
@@ -895,44 +851,6 @@ KERNEL vram_cuk_resize(PARAMS(vram__cuk_resize_p))
 
 /* ---- cast -------------------------------------------------------------------------- */
 
-/* cpu/elem.c's conversions, operation for operation. */
-__device__ static float half_to_float(uint16_t h)
-{
-    int sign = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24); /* zero or subnormal: m * 2^-24, exact */
-    else if (e == 31)
-        v = m ? __int_as_float(0x7fc00000) : __int_as_float(0x7f800000); /* NAN, INFINITY */
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return sign ? -v : v;
-}
-
-/* Round to nearest even through rint() on exactly scaled values. */
-__device__ static uint16_t double_to_half(double d)
-{
-    uint16_t sign = signbit(d) ? 0x8000 : 0;
-    double a = fabs(d);
-    if (isnan(d))
-        return (uint16_t)(sign | 0x7e00);
-    if (a < 0x1p-14) /* subnormal range: units of 2^-24; 1024 is the smallest normal */
-        return (uint16_t)(sign | (uint16_t)rint(a * 0x1p24));
-    if (isinf(a) || a >= 65520.0)
-        return (uint16_t)(sign | 0x7c00);
-    int e2;
-    double f = frexp(a, &e2); /* a = f * 2^e2, f in [0.5, 1) */
-    int e = e2 - 1;
-    double m = rint(f * 2048.0);
-    if (m >= 2048.0) {
-        m = 1024.0;
-        e++;
-    }
-    if (e > 15)
-        return (uint16_t)(sign | 0x7c00);
-    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)(m - 1024.0));
-}
-
 __device__ __forceinline__ static bool is_floating(int t)
 {
     return t == VRAM__DT_FLOAT || t == VRAM__DT_DOUBLE || t == VRAM__DT_FLOAT16;
@@ -943,7 +861,7 @@ template <typename I> __device__ __forceinline__ static double read_f(int t, con
     switch (t) {
     case VRAM__DT_FLOAT: return (double)((const float *)x)[i];
     case VRAM__DT_DOUBLE: return ((const double *)x)[i];
-    default: return (double)half_to_float(((const uint16_t *)x)[i]);
+    default: return (double)vram__half_to_float(((const uint16_t *)x)[i]);
     }
 }
 
@@ -985,7 +903,7 @@ template <typename I> __device__ __forceinline__ static void write_f(int t, void
     switch (t) {
     case VRAM__DT_FLOAT: ((float *)y)[i] = __double2float_rn(d); break;
     case VRAM__DT_DOUBLE: ((double *)y)[i] = d; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = double_to_half(d); break;
+    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
     case VRAM__DT_INT64:
         ((int64_t *)y)[i] = sat_trunc(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX);
         break;
@@ -1005,7 +923,7 @@ template <typename I> __device__ __forceinline__ static void write_i(int t, void
     switch (t) {
     case VRAM__DT_FLOAT: ((float *)y)[i] = __ll2float_rn(v); break;
     case VRAM__DT_DOUBLE: ((double *)y)[i] = __ll2double_rn(v); break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = double_to_half(__ll2double_rn(v)); break;
+    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(__ll2double_rn(v)); break;
     case VRAM__DT_INT64: ((int64_t *)y)[i] = v; break;
     case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, true); break;
     case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, true); break;
