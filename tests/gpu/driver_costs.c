@@ -3,8 +3,10 @@
  * cuMemMap, cuMemSetAccess, cuMemUnmap and cuMemRelease by chunk size; one
  * cuMemSetAccess over several separate mappings; cuMemAlloc+cuMemFree pairs;
  * cuMemAllocAsync+cuMemFreeAsync on the default pool, cold and warm; event
- * record and query. Prints a Markdown table; the vmm policy's chunk size and
- * retention are chosen from these numbers. */
+ * record and query; whether a handle already mapped can be mapped at a second
+ * range (and at what cost), and whether part of a handle can be mapped. Prints
+ * a Markdown table; the vmm policy's chunk size and retention are chosen from
+ * these numbers. */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,45 @@ int main(void)
             CK(cuMemUnmap(va + (size_t)i * gran, gran));
             CK(cuMemRelease(h[i]));
         }
+    }
+    /* Physical memory at a second virtual range: the same handle mapped
+     * twice (the data must be the same through both), and part of a handle
+     * mapped on its own (an offset into it). */
+    {
+        CUmemGenericAllocationHandle h;
+        CK(cuMemCreate(&h, gran, &prop, 0));
+        CK(cuMemMap(va, gran, 0, h, 0));
+        CK(cuMemSetAccess(va, gran, &acc, 1));
+        CK(cuMemsetD32(va, 0x5eed, gran / 4));
+        CK(cuCtxSynchronize());
+        double m[REPS], u[REPS];
+        unsigned seen = 0;
+        for (int i = 0; i < REPS; i++) {
+            double a = now_us();
+            CK(cuMemMap(va + gran, gran, 0, h, 0));
+            CK(cuMemSetAccess(va + gran, gran, &acc, 1));
+            double b = now_us();
+            if (i == 0)
+                CK(cuMemcpyDtoH(&seen, va + gran + gran - sizeof seen, sizeof seen));
+            double c = now_us();
+            CK(cuMemUnmap(va + gran, gran));
+            m[i] = b - a;
+            u[i] = now_us() - c;
+        }
+        printf("\nthe same %zu KiB handle at a second range: %s; map+access %.1f µs, unmap %.1f µs\n",
+               gran >> 10, seen == 0x5eed ? "same data through both" : "DIFFERENT DATA", med(m, REPS),
+               med(u, REPS));
+        CK(cuMemUnmap(va, gran));
+        CK(cuMemRelease(h));
+        CK(cuMemCreate(&h, 4 * gran, &prop, 0));
+        CUresult r = cuMemMap(va, gran, gran, h, 0);
+        const char *rs = "?";
+        cuGetErrorName(r, &rs);
+        printf("one granule of a 4-granule handle, at offset %zu KiB: %s\n", gran >> 10,
+               r == CUDA_SUCCESS ? "mapped" : rs);
+        if (r == CUDA_SUCCESS)
+            CK(cuMemUnmap(va, gran));
+        CK(cuMemRelease(h));
     }
     printf("\n| size MiB | cuMemAlloc+cuMemFree µs |\n|---:|---:|\n");
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {

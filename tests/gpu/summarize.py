@@ -133,14 +133,17 @@ costs = read("driver_costs.md")
 if costs:
     print("## Driver call costs\n")
     print(costs.replace("# Driver call costs", "Driver call costs", 1))
-torch = read("torch.md")
-if torch:
-    print("## PyTorch under vramkit\n")
-    print(torch)
-headroom = read("torch_headroom.md")
-if headroom:
-    print("## PyTorch under vramkit with VRAM_HEADROOM=0.08 VRAM_RETAIN_RATIO=1\n")
-    print(headroom)
+for name, title in (
+        ("torch.md", "PyTorch under vramkit"),
+        ("torch_headroom.md", "PyTorch under vramkit with VRAM_HEADROOM=0.08 VRAM_RETAIN_RATIO=1"),
+        ("torch_segments.md", "PyTorch under vramkit's segments policy on cuda "
+                              "(VRAM_BACKEND=cuda VRAM_POLICY=segments): no driver call in the loop"),
+        ("torch_keepall.md", "PyTorch under vramkit's vmm policy keeping every mapping "
+                             "(VRAM_HEADROOM=10 VRAM_RETAIN_RATIO=10)")):
+    text = read(name)
+    if text:
+        print("## %s\n" % title)
+        print(text)
 stack = jsonl("stack.jsonl")
 if stack:
     print("## The stack the workloads' kernels need\n")
