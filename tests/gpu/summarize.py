@@ -134,8 +134,10 @@ if costs:
     print("## Driver call costs\n")
     print(costs.replace("# Driver call costs", "Driver call costs", 1))
 for name, title in (
-        ("torch.md", "PyTorch under vramkit"),
+        ("torch.md", "PyTorch under vramkit (its PyTorch defaults: headroom 0.08, retention 1)"),
         ("torch_headroom.md", "PyTorch under vramkit with VRAM_HEADROOM=0.08 VRAM_RETAIN_RATIO=1"),
+        ("torch_plain.md", "PyTorch under vramkit with the plain pool defaults "
+                           "(VRAM_HEADROOM=0 VRAM_RETAIN_RATIO=0.25)"),
         ("torch_segments.md", "PyTorch under vramkit's segments policy on cuda "
                               "(VRAM_BACKEND=cuda VRAM_POLICY=segments): no driver call in the loop"),
         ("torch_keepall.md", "PyTorch under vramkit's vmm policy keeping every mapping "

@@ -11,7 +11,8 @@
  *    VRAM_ELIMIT and the size needed, and rejects bad arguments;
  *  - vram_torch_reset_peaks and vram_torch_pool without a pool.
  * On a machine with a GPU the no-GPU cases are skipped and one allocation
- * round trip runs through the real pool instead. */
+ * round trip runs through the real pool instead, whose headroom and retention
+ * are PyTorch's defaults unless VRAM_HEADROOM / VRAM_RETAIN_RATIO are set. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -269,6 +270,9 @@ static void test_round_trip_with_gpu(void **state)
     assert_true(number_of(o, "live_bytes") == (double)MiB);
     assert_true(number_of(o, "reserved_bytes") >= (double)MiB);
     assert_true(number_of(o, "stack_limit_bytes") > 0);
+    const char *h = getenv("VRAM_HEADROOM"), *r = getenv("VRAM_RETAIN_RATIO");
+    assert_true(number_of(o, "headroom") == (h ? strtod(h, NULL) : 0.08));
+    assert_true(number_of(o, "retain_ratio") == (r ? strtod(r, NULL) : 1.0));
     cJSON_Delete(o);
     vram_torch_free(p, (ssize_t)MiB, 0, NULL);
     assert_int_equal(error_lines, 0);
