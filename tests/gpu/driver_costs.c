@@ -4,10 +4,13 @@
  * cuMemSetAccess over several separate mappings; cuMemAlloc+cuMemFree pairs;
  * cuMemAllocAsync+cuMemFreeAsync on the default pool, cold and warm; event
  * record and query; whether a handle already mapped can be mapped at a second
- * range (and at what cost), and whether part of a handle can be mapped. Prints
+ * range (and at what cost), and whether part of a handle can be mapped; and
+ * whether threads mapping at once get through more mappings a second than
+ * one thread does (the driver may serialize them). Prints
  * a Markdown table; the vmm policy's chunk size and retention are chosen from
  * these numbers. */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,57 @@ static double med(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     return v[n / 2];
+}
+
+/* One thread's share of the concurrency probe: `n` cycles of create, map,
+ * access, unmap and release of one granule at its own address. */
+typedef struct cycler {
+    CUcontext ctx;
+    CUdeviceptr va;
+    size_t gran;
+    const CUmemAllocationProp *prop;
+    const CUmemAccessDesc *acc;
+    int n;
+} cycler;
+
+static void *map_cycles(void *arg)
+{
+    cycler *c = arg;
+    CK(cuCtxSetCurrent(c->ctx));
+    for (int i = 0; i < c->n; i++) {
+        CUmemGenericAllocationHandle h;
+        CK(cuMemCreate(&h, c->gran, c->prop, 0));
+        CK(cuMemMap(c->va, c->gran, 0, h, 0));
+        CK(cuMemSetAccess(c->va, c->gran, c->acc, 1));
+        CK(cuMemUnmap(c->va, c->gran));
+        CK(cuMemRelease(h));
+    }
+    return NULL;
+}
+
+/* Mapping cycles a second with 1, 2 and 4 threads at once. */
+static void concurrency(CUcontext ctx, CUdeviceptr va, size_t gran,
+                        const CUmemAllocationProp *prop, const CUmemAccessDesc *acc)
+{
+    enum { CYCLES = 200, MOST = 4 };
+    printf("\n| threads mapping at once | cycles a second in all | µs a cycle per thread |\n"
+           "|---:|---:|---:|\n");
+    for (int t = 1; t <= MOST; t *= 2) {
+        pthread_t th[MOST];
+        cycler c[MOST];
+        double t0 = now_us();
+        for (int i = 0; i < t; i++) {
+            c[i] = (cycler){ctx, va + (size_t)i * gran, gran, prop, acc, CYCLES};
+            if (pthread_create(&th[i], NULL, map_cycles, &c[i])) {
+                fprintf(stderr, "driver_costs: pthread_create failed\n");
+                exit(1);
+            }
+        }
+        for (int i = 0; i < t; i++)
+            pthread_join(th[i], NULL);
+        double wall = now_us() - t0;
+        printf("| %d | %.0f | %.1f |\n", t, t * CYCLES / (wall / 1e6), wall / CYCLES);
+    }
 }
 
 int main(void)
@@ -151,6 +205,7 @@ int main(void)
             CK(cuMemUnmap(va, gran));
         CK(cuMemRelease(h));
     }
+    concurrency(ctx, va, gran, &prop, &acc);
     printf("\n| size MiB | cuMemAlloc+cuMemFree µs |\n|---:|---:|\n");
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         double v[REPS];
