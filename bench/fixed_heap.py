@@ -4,10 +4,13 @@ never gives memory back nor moves it: the high-water mark of one address
 range served by a classic placement (best fit, first fit, worst fit, with
 coalescing), replaying the trace twice in a row as a warm service would.
 
-This is the footprint of any allocator that makes no mapping call once warm
-and keeps blocks in place; set against peak live it shows how far from
-"held <= 1.05 x peak live" such an allocator stays. Streams are ignored (a
-free is reusable at once), which only helps the placement.
+With one of these placements, this is the footprint of an allocator that
+makes no mapping call once warm and keeps blocks in place; set against peak
+live it shows how far from "held <= 1.05 x peak live" such an allocator
+stays. Blocks still live at the end of a pass are freed before the next (as
+a service's request ends), frees of unknown pointers are skipped, and
+streams are ignored (a free is reusable at once), which only helps the
+placement.
 
   bench/fixed_heap.py TRACE.csv.gz...
 """
@@ -96,7 +99,7 @@ def measure(path):
             sizes[ptr] = size
             live += size
             peak = max(peak, live)
-        else:
+        elif ptr in sizes:
             live -= sizes.pop(ptr)
     out = {}
     for placement in ("best", "first", "worst"):
@@ -108,6 +111,9 @@ def measure(path):
                     where[ptr] = (heap.alloc(n), n)
                 elif ptr in where:
                     heap.free(*where.pop(ptr))
+            for addr, n in where.values():  # what the pass left live
+                heap.free(addr, n)
+            where.clear()
         out[placement] = heap.high / peak
     return peak, out
 

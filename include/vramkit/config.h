@@ -130,6 +130,11 @@ const vram_config *vram_config_get(void);
  * tools: not synchronised with threads reading the configuration. */
 int vram_config_set(const char *name, const char *value);
 
+/* Where option `name` ("headroom" or "HEADROOM") got its current value: a
+ * malformed variable leaves it at VRAM_CONFIG_DEFAULT. Returns 0, or
+ * VRAM_EINVAL for an unknown name or a NULL argument. */
+int vram_config_source_of(const char *name, vram_config_source *out);
+
 /* Forget overrides and re-read the environment (tests). */
 void vram_config_reset(void);
 

@@ -159,6 +159,19 @@ static int find(const char *name, size_t *out)
     return vram__fail(VRAM_EINVAL, "unknown option \"%s\" (vramkit config lists them)", name);
 }
 
+int vram_config_source_of(const char *name, vram_config_source *out)
+{
+    pthread_once(&load_once, load);
+    size_t i = 0;
+    if (!name || !out)
+        return vram__fail(VRAM_EINVAL, "vram_config_source_of: name and out are required");
+    int rc = find(name, &i);
+    if (rc)
+        return rc;
+    *out = sources[i];
+    return 0;
+}
+
 int vram_config_set(const char *name, const char *value)
 {
     pthread_once(&load_once, load);

@@ -77,21 +77,28 @@ static vram_policy torch_policy(vram_policy wanted, unsigned caps)
     return wanted;
 }
 
-/* PyTorch's pool keeps freed memory mapped up to 8% over the peak live bytes
- * (VRAM_HEADROOM 0.08, VRAM_RETAIN_RATIO 1) unless those variables are set.
+/* PyTorch's pool keeps freed memory mapped up to about 8% over the peak live
+ * bytes: VRAM_HEADROOM 0.08 and VRAM_RETAIN_RATIO 1, each unless the
+ * configuration has a value of its own for it (from the environment or
+ * vram_config_set; a malformed variable leaves the default, and so this).
  * Measured on an H200 (bench/results/gpu-2026-11-30.md): with the library's
  * defaults a PyTorch loop with changing shapes maps and unmaps thousands of
  * times and ran ResNet-50 and DeepLabV3 at 0.46-0.60 of PyTorch's own
- * throughput; with these, at 0.87-1.06 over two runs, holding 1.08 x peak
- * live. */
+ * throughput; with these, at 0.82-0.98, holding 1.08 x peak live. */
 #define TORCH_HEADROOM 0.08
 #define TORCH_RETAIN_RATIO 1.0
 
+static int configured(const char *option)
+{
+    vram_config_source src = VRAM_CONFIG_DEFAULT;
+    return vram_config_source_of(option, &src) == 0 && src != VRAM_CONFIG_DEFAULT;
+}
+
 static void torch_memory_defaults(vram_pool_opts *po)
 {
-    if (!getenv("VRAM_HEADROOM"))
+    if (!configured("headroom"))
         po->headroom = TORCH_HEADROOM;
-    if (!getenv("VRAM_RETAIN_RATIO"))
+    if (!configured("retain_ratio"))
         po->retain_ratio = TORCH_RETAIN_RATIO;
 }
 
@@ -229,8 +236,10 @@ static void add_ready_fields(cJSON *o, torch_slot *s, vram_pool *pool, const vra
     cJSON_AddStringToObject(o, "pool", vram_pool_name(pool));
     cJSON_AddStringToObject(o, "backend", vram_backend_name(s->backend));
     cJSON_AddStringToObject(o, "policy", vram_policy_name(vram_pool_policy(pool)));
-    cJSON_AddNumberToObject(o, "headroom", s->headroom);
-    cJSON_AddNumberToObject(o, "retain_ratio", s->retain_ratio);
+    if (vram_pool_policy(pool) == VRAM_POLICY_VMM) { /* what the segments policy ignores */
+        cJSON_AddNumberToObject(o, "headroom", s->headroom);
+        cJSON_AddNumberToObject(o, "retain_ratio", s->retain_ratio);
+    }
 #define ADD_STAT(field, type, help) cJSON_AddNumberToObject(o, #field, (double)st->field);
     VRAM_POOL_STATS(ADD_STAT)
 #undef ADD_STAT

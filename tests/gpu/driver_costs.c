@@ -196,13 +196,15 @@ int main(void)
         CK(cuMemUnmap(va, gran));
         CK(cuMemRelease(h));
         CK(cuMemCreate(&h, 4 * gran, &prop, 0));
-        CUresult r = cuMemMap(va, gran, gran, h, 0);
-        const char *rs = "?";
-        cuGetErrorName(r, &rs);
-        printf("one granule of a 4-granule handle, at offset %zu KiB: %s\n", gran >> 10,
-               r == CUDA_SUCCESS ? "mapped" : rs);
-        if (r == CUDA_SUCCESS)
-            CK(cuMemUnmap(va, gran));
+        for (size_t offset = 0; offset <= gran; offset += gran) {
+            CUresult r = cuMemMap(va, gran, offset, h, 0);
+            const char *rs = "?";
+            cuGetErrorName(r, &rs);
+            printf("one granule of a 4-granule handle, at offset %zu KiB: %s\n", offset >> 10,
+                   r == CUDA_SUCCESS ? "mapped" : rs);
+            if (r == CUDA_SUCCESS)
+                CK(cuMemUnmap(va, gran));
+        }
         CK(cuMemRelease(h));
     }
     concurrency(ctx, va, gran, &prop, &acc);

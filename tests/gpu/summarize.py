@@ -139,7 +139,7 @@ for name, title in (
         ("torch_plain.md", "PyTorch under vramkit with the plain pool defaults "
                            "(VRAM_HEADROOM=0 VRAM_RETAIN_RATIO=0.25)"),
         ("torch_segments.md", "PyTorch under vramkit's segments policy on cuda "
-                              "(VRAM_BACKEND=cuda VRAM_POLICY=segments): no driver call in the loop"),
+                              "(VRAM_BACKEND=cuda VRAM_POLICY=segments): few driver calls in the loop"),
         ("torch_keepall.md", "PyTorch under vramkit's vmm policy keeping every mapping "
                              "(VRAM_HEADROOM=10 VRAM_RETAIN_RATIO=10)")):
     text = read(name)

@@ -503,6 +503,11 @@ static void test_config_environment(void **state)
     assert_string_equal(json_field(root, "TRACE", "value"), "/tmp/t.csv.gz");
     assert_string_equal(json_field(root, "CAPACITY", "source"), "default");
     cJSON_Delete(root);
+    vram_config_source src = VRAM_CONFIG_SET;
+    assert_int_equal(vram_config_source_of("granularity", &src), 0);
+    assert_int_equal(src, VRAM_CONFIG_ENV);
+    assert_int_equal(vram_config_source_of("CAPACITY", &src), 0);
+    assert_int_equal(src, VRAM_CONFIG_DEFAULT);
 
     /* Pool options take the configuration. */
     vram_pool_opts o;
@@ -556,6 +561,9 @@ static void test_config_environment_malformed(void **state)
     assert_string_equal(json_field(root, "GRANULARITY", "source"), "default");
     assert_string_equal(json_field(root, "ALIGNMENT", "source"), "environment");
     cJSON_Delete(root);
+    vram_config_source src = VRAM_CONFIG_ENV;
+    assert_int_equal(vram_config_source_of("GRANULARITY", &src), 0);
+    assert_int_equal(src, VRAM_CONFIG_DEFAULT); /* malformed: the default stays */
 
     /* A bad CHOICE and a bad DOUBLE in the environment. */
     unsetenv("VRAM_GRANULARITY");
@@ -593,6 +601,14 @@ static void test_config_set(void **state)
     assert_string_equal(json_field(root, "GRANULARITY", "source"), "set");
     assert_string_equal(json_field(root, "GRANULARITY", "value"), "4194304");
     cJSON_Delete(root);
+    vram_config_source src = VRAM_CONFIG_DEFAULT;
+    assert_int_equal(vram_config_source_of("granularity", &src), 0);
+    assert_int_equal(src, VRAM_CONFIG_SET);
+    vram_clear_error();
+    assert_int_equal(vram_config_source_of("granularty", &src), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "granularty");
+    assert_int_equal(vram_config_source_of(NULL, &src), VRAM_EINVAL);
+    assert_int_equal(vram_config_source_of("granularity", NULL), VRAM_EINVAL);
 
     /* Unknown names are refused and named. */
     vram_clear_error();
