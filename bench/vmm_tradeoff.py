@@ -32,7 +32,7 @@ SETTINGS = [(0.0, 0.25, "16MiB"), (0.02, 1, "16MiB"), (0.05, 1, "16MiB"), (0.08,
 def replay(vramkit, trace, headroom, retain, huge):
     env = dict(os.environ, VRAM_HEADROOM=str(headroom), VRAM_RETAIN_RATIO=str(retain),
                VRAM_HUGE_SIZE=huge)
-    out = subprocess.run([vramkit, "replay", trace, "--runs", "1", "--json"], env=env,
+    out = subprocess.run([vramkit, "replay", trace, "--runs", "3", "--json"], env=env,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -20,8 +20,9 @@
  * of the configuration (VRAM_GRANULARITY, VRAM_RETAIN_*, VRAM_TRACE, ...) and
  * the VRAM_POLICY policy when the backend can serve it, else the policy it
  * can (segments for cuda and cuda_async). Unlike other pools, it keeps freed
- * memory mapped up to 8% over its peak live bytes (VRAM_HEADROOM 0.08 and
- * VRAM_RETAIN_RATIO 1 unless those are set): a PyTorch loop with changing
+ * memory mapped up to about 8% over its peak live bytes (headroom 0.08 and
+ * retention 1, each unless the configuration sets it: VRAM_HEADROOM,
+ * VRAM_RETAIN_RATIO or vram_config_set): a PyTorch loop with changing
  * shapes otherwise maps and unmaps thousands of times, and each call costs
  * tens of microseconds. From then on each allocation and
  * free is one pool call: no lock but the pool's own. Blocks belong to the

@@ -159,13 +159,22 @@ static int find(const char *name, size_t *out)
     return vram__fail(VRAM_EINVAL, "unknown option \"%s\" (vramkit config lists them)", name);
 }
 
-int vram_config_source_of(const char *name, vram_config_source *out)
+/* The index of option `name` for the public call `fn` (loading the
+ * environment first); `arg`, the call's other argument named `arg_name`, must
+ * not be NULL either. */
+static int option_index(const char *fn, const char *name, const void *arg, const char *arg_name,
+                        size_t *out)
 {
     pthread_once(&load_once, load);
+    if (!name || !arg)
+        return vram__fail(VRAM_EINVAL, "%s: name and %s are required", fn, arg_name);
+    return find(name, out);
+}
+
+int vram_config_source_of(const char *name, vram_config_source *out)
+{
     size_t i = 0;
-    if (!name || !out)
-        return vram__fail(VRAM_EINVAL, "vram_config_source_of: name and out are required");
-    int rc = find(name, &i);
+    int rc = option_index("vram_config_source_of", name, out, "out", &i);
     if (rc)
         return rc;
     *out = sources[i];
@@ -174,11 +183,8 @@ int vram_config_source_of(const char *name, vram_config_source *out)
 
 int vram_config_set(const char *name, const char *value)
 {
-    pthread_once(&load_once, load);
     size_t i = 0;
-    if (!name || !value)
-        return vram__fail(VRAM_EINVAL, "vram_config_set: name and value are required");
-    int rc = find(name, &i);
+    int rc = option_index("vram_config_set", name, value, "value", &i);
     if (rc)
         return rc;
     rc = apply(i, value, VRAM_CONFIG_SET);

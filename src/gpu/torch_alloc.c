@@ -83,7 +83,7 @@ static vram_policy torch_policy(vram_policy wanted, unsigned caps)
  * vram_config_set; a malformed variable leaves the default, and so this).
  * Measured on an H200 (bench/results/gpu-2026-11-30.md): with the library's
  * defaults a PyTorch loop with changing shapes maps and unmaps thousands of
- * times and ran ResNet-50 and DeepLabV3 at 0.46-0.60 of PyTorch's own
+ * times and ran ResNet-50 and DeepLabV3 at 0.46-0.63 of PyTorch's own
  * throughput; with these, at 0.82-0.98, holding 1.08 x peak live. */
 #define TORCH_HEADROOM 0.08
 #define TORCH_RETAIN_RATIO 1.0
