@@ -6,36 +6,34 @@
 
 #include "monitor_internal.h"
 
+#define LENTZ_TINY 1e-300
+
+/* x, kept away from zero (Lentz's guard against a vanishing denominator). */
+static double lentz_nonzero(double x)
+{
+    return fabs(x) < LENTZ_TINY ? LENTZ_TINY : x;
+}
+
+/* One term `aa` of the continued fraction: updates Lentz's c and d and
+ * returns the factor by which the fraction's value changes. */
+static double lentz_step(double aa, double *c, double *d)
+{
+    *d = 1.0 / lentz_nonzero(1.0 + aa * *d);
+    *c = lentz_nonzero(1.0 + aa / *c);
+    return *d * *c;
+}
+
 /* Continued fraction of the incomplete beta function (modified Lentz). */
 static double beta_cf(double a, double b, double x)
 {
-    const double tiny = 1e-300, eps = 1e-15;
+    const double eps = 1e-15;
     double qab = a + b, qap = a + 1.0, qam = a - 1.0;
-    double c = 1.0, d = 1.0 - qab * x / qap;
-    if (fabs(d) < tiny)
-        d = tiny;
-    d = 1.0 / d;
+    double c = 1.0, d = 1.0 / lentz_nonzero(1.0 - qab * x / qap);
     double h = d;
     for (int m = 1; m <= 400; m++) {
         double m2 = 2.0 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        double del = d * c;
+        h *= lentz_step(m * (b - m) * x / ((qam + m2) * (a + m2)), &c, &d);
+        double del = lentz_step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), &c, &d);
         h *= del;
         if (fabs(del - 1.0) < eps)
             break;

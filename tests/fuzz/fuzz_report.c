@@ -10,31 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_buf.h"
 #include "vramkit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct sink {
-    char *p;
-    size_t n, cap;
-} sink;
-
-static int sink_write(void *ctx, const char *d, size_t len)
-{
-    sink *s = ctx;
-    if (s->n + len + 1 > s->cap) {
-        size_t cap = (s->n + len + 1) * 2;
-        char *p = realloc(s->p, cap);
-        if (!p)
-            return VRAM_EHOSTMEM;
-        s->p = p;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->n, d, len);
-    s->n += len;
-    s->p[s->n] = '\0';
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -57,17 +36,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (vram_report_inputs(r) != 1 || !memchr(info.summary, '\0', sizeof info.summary))
         abort();
-    sink s = {0};
-    if (vram_report_print_json(r, sink_write, &s))
+    test_buf s = {0};
+    if (vram_report_print_json(r, test_buf_write, &s))
         abort();
-    cJSON *j = cJSON_Parse(s.p);
+    cJSON *j = cJSON_Parse(s.data);
     if (!j)
         abort();
     cJSON_Delete(j);
-    s.n = 0;
-    rc = vram_report_print_html(r, sink_write, &s);
+    s.len = 0;
+    rc = vram_report_print_html(r, test_buf_write, &s);
     if (rc == 0) {
-        const char *at = strstr(s.p, "id=\"vram-report-data\">");
+        const char *at = strstr(s.data, "id=\"vram-report-data\">");
         const char *end = at ? strstr(at, "</script>") : NULL;
         if (!end)
             abort();
@@ -77,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (rc != VRAM_ENOSYS) {
         abort();
     }
-    free(s.p);
+    test_buf_free(&s);
     vram_report_destroy(r);
     return 0;
 }

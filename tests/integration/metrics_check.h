@@ -1,9 +1,9 @@
-/* tests/integration/metrics_check.h - what the metrics tests share: a
- * memory writer, a strict reader of the Prometheus text exposition (every
- * family has exactly one HELP and one TYPE line, before its samples, and its
- * samples form one group; every line parses), looking a series up, and
- * `promtool check metrics` (a missing promtool fails the test: scripts/deps.sh
- * installs it). Header-only: static functions for one test program each. */
+/* tests/integration/metrics_check.h - what the metrics tests share: a strict
+ * reader of the Prometheus text exposition (every family has exactly one HELP
+ * and one TYPE line, before its samples, and its samples form one group;
+ * every line parses), looking a series up, and `promtool check metrics` (a
+ * missing promtool fails the test: scripts/deps.sh installs it). Header-only:
+ * static functions for one test program each. */
 #ifndef VRAM_TEST_METRICS_CHECK_H
 #define VRAM_TEST_METRICS_CHECK_H
 
@@ -13,29 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct mbuf {
-    char *data;
-    size_t len, cap;
-} mbuf;
-
-static int mbuf_write(void *ctx, const char *d, size_t n)
-{
-    mbuf *b = ctx;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return -10;
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, d, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
+#include "test_buf.h"
 
 #define CHECK_MAX_FAMILIES 512
 

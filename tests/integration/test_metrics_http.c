@@ -249,8 +249,8 @@ static void test_endpoints(void **state)
     assert_non_null(find_family(&x, "vram_nvml_available")); /* every GPU, by default */
     promtool_check(r.body);
     /* The same exposition without HTTP. */
-    mbuf direct = {0};
-    assert_int_equal(vram_metrics_write(m, mbuf_write, &direct), 0);
+    test_buf direct = {0};
+    assert_int_equal(vram_metrics_write(m, test_buf_write, &direct), 0);
     exposition y;
     check_exposition(direct.data, &y);
     assert_int_equal(y.n, x.n);

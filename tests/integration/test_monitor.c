@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "test_buf.h"
 #include "vramkit.h"
 
 #define MiB (1024ull * 1024ull)
@@ -561,19 +562,6 @@ static void test_trend_warmup_and_time(void **state)
 
 /* ---- alerts through pools, the log and the metrics ---- */
 
-static int write_buf(void *ctx, const char *data, size_t len)
-{
-    char **buf = ctx;
-    size_t have = *buf ? strlen(*buf) : 0;
-    char *n = realloc(*buf, have + len + 1);
-    if (!n)
-        return VRAM_EHOSTMEM;
-    memcpy(n + have, data, len);
-    n[have + len] = 0;
-    *buf = n;
-    return 0;
-}
-
 static void test_fragmentation_alert_and_metrics(void **state)
 {
     (void)state;
@@ -608,8 +596,9 @@ static void test_fragmentation_alert_and_metrics(void **state)
                                       "threshold of 0.500"));
     assert_int_equal(log_lines, 1);
     assert_non_null(strstr(log_last, "monitor alert (fragmentation, critical)"));
-    char *text = NULL;
-    assert_int_equal(vram_monitor_print_metrics(m, write_buf, &text), 0);
+    test_buf out = {0};
+    assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
+    char *text = out.data;
     assert_non_null(strstr(text, "vram_monitor_alerts_total{alert=\"fragmentation\",level=\"critical\"} 1\n"));
     assert_non_null(strstr(text, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 1\n"));
     assert_non_null(strstr(text, "vram_monitor_samples_total 6\n"));
@@ -632,7 +621,7 @@ static void test_fragmentation_alert_and_metrics(void **state)
         assert_true(line[strlen(family)] == ' ' || line[strlen(family)] == '{');
     }
     assert_int_equal(families, 11);
-    free(text);
+    test_buf_free(&out);
     /* Fill the holes: it clears, once. */
     for (int i = 0; i < 8; i += 2)
         assert_int_equal(vram_pool_alloc(p, 256 * 1024, VRAM_OWNER_DEFAULT, VRAM_KIND_IO, NULL, &b[i]),
@@ -643,10 +632,9 @@ static void test_fragmentation_alert_and_metrics(void **state)
     uint64_t n;
     assert_int_equal(vram_monitor_alert_count(m, VRAM_ALERT_FRAGMENTATION, VRAM_ALERT_LEVEL_CLEAR, &n), 0);
     assert_int_equal(n, 1);
-    text = NULL;
-    assert_int_equal(vram_monitor_print_metrics(m, write_buf, &text), 0);
-    assert_non_null(strstr(text, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 0\n"));
-    free(text);
+    assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
+    assert_non_null(strstr(out.data, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 0\n"));
+    test_buf_free(&out);
     assert_int_equal(vram_monitor_stop(m), 0);
     for (int i = 0; i < 8; i++)
         assert_int_equal(vram_pool_free(p, b[i], NULL), 0);
@@ -754,11 +742,10 @@ static void test_thread_pools_churn(void **state)
         args[i] = (churn_arg){.m = m, .id = i};
         assert_int_equal(pthread_create(&th[i], NULL, churn, &args[i]), 0);
     }
-    char *text = NULL;
+    test_buf out = {0};
     for (int i = 0; i < 20; i++) {
-        free(text);
-        text = NULL;
-        assert_int_equal(vram_monitor_print_metrics(m, write_buf, &text), 0);
+        test_buf_free(&out);
+        assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
         vram_sample *s;
         uint32_t kept;
         uint64_t taken;
@@ -771,7 +758,7 @@ static void test_thread_pools_churn(void **state)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    free(text);
+    test_buf_free(&out);
     for (int i = 0; i < 4; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
     uint64_t total;

@@ -18,6 +18,8 @@
 
 #include <vramkit.h>
 
+#include "test_buf.h"
+
 #define KiB (1024ull)
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * 1024 * 1024)
@@ -26,36 +28,6 @@
 #define STREAM_B ((vram_stream)(uintptr_t)0x2)
 
 /* ---- helpers ------------------------------------------------------------ */
-
-typedef struct strbuf {
-    char *data;
-    size_t len, cap;
-} strbuf;
-
-static int strbuf_write(void *ctx, const char *data, size_t len)
-{
-    strbuf *sb = ctx;
-    if (sb->len + len + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 4096;
-        while (cap < sb->len + len + 1)
-            cap *= 2;
-        char *d = realloc(sb->data, cap);
-        if (!d)
-            return VRAM_EHOSTMEM;
-        sb->data = d;
-        sb->cap = cap;
-    }
-    memcpy(sb->data + sb->len, data, len);
-    sb->len += len;
-    sb->data[sb->len] = '\0';
-    return 0;
-}
-
-static void strbuf_free(strbuf *sb)
-{
-    free(sb->data);
-    *sb = (strbuf){0};
-}
 
 static vram_backend *sim_new(uint64_t capacity, uint64_t granularity)
 {
@@ -159,7 +131,7 @@ static void destroy_ok(vram_pool *p, vram_backend *b)
     }
 }
 
-static cJSON *parse_json(const strbuf *sb)
+static cJSON *parse_json(const test_buf *sb)
 {
     assert_non_null(sb->data);
     cJSON *j = cJSON_ParseWithLength(sb->data, sb->len);
@@ -831,8 +803,8 @@ static void test_snapshot(void **state)
         free_ok(p, ptrs[5], streams[5]);
         int held[N] = {1, 1, 0, 1, 1, 0, 1, 1, 1};
 
-        strbuf sb = {0};
-        assert_int_equal(vram_pool_snapshot(p, strbuf_write, &sb), 0);
+        test_buf sb = {0};
+        assert_int_equal(vram_pool_snapshot(p, test_buf_write, &sb), 0);
         cJSON *j = parse_json(&sb);
         const char *keys[] = {"pool", "policy", "settings", "segments", "blocks", "owners", "kinds"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
@@ -895,24 +867,24 @@ static void test_snapshot(void **state)
                 fail_msg("live block %d (%p) missing from the snapshot", k, ptrs[k]);
         assert_int_equal(n_live, 7);
         cJSON_Delete(j);
-        strbuf_free(&sb);
+        test_buf_free(&sb);
 
         /* Statistics: JSON parses, text is not empty. */
-        assert_int_equal(vram_pool_stats_print(p, strbuf_write, &sb, 1), 0);
+        assert_int_equal(vram_pool_stats_print(p, test_buf_write, &sb, 1), 0);
         j = parse_json(&sb);
         assert_true(cJSON_IsObject(j));
         cJSON_Delete(j);
-        strbuf_free(&sb);
-        assert_int_equal(vram_pool_stats_print(p, strbuf_write, &sb, 0), 0);
+        test_buf_free(&sb);
+        assert_int_equal(vram_pool_stats_print(p, test_buf_write, &sb, 0), 0);
         assert_true(sb.len > 0);
         assert_non_null(strstr(sb.data, "live_bytes"));
-        strbuf_free(&sb);
+        test_buf_free(&sb);
 
         for (int k = 0; k < N; k++)
             if (held[k])
                 free_ok(p, ptrs[k], streams[k]);
         /* Empty pool: the snapshot has no live block. */
-        assert_int_equal(vram_pool_snapshot(p, strbuf_write, &sb), 0);
+        assert_int_equal(vram_pool_snapshot(p, test_buf_write, &sb), 0);
         j = parse_json(&sb);
         cJSON_ArrayForEach(blk, cJSON_GetObjectItemCaseSensitive(j, "blocks"))
         {
@@ -921,7 +893,7 @@ static void test_snapshot(void **state)
             assert_string_not_equal(st->valuestring, "live");
         }
         cJSON_Delete(j);
-        strbuf_free(&sb);
+        test_buf_free(&sb);
         destroy_ok(p, b);
     }
 }
@@ -1060,8 +1032,8 @@ static void test_config(void **state)
     assert_int_equal(bs.granularity, 4 * MiB);
     assert_int_equal(vram_backend_destroy(b), 0);
 
-    strbuf sb = {0};
-    assert_int_equal(vram_config_print(strbuf_write, &sb, 1), 0);
+    test_buf sb = {0};
+    assert_int_equal(vram_config_print(test_buf_write, &sb, 1), 0);
     cJSON *j = parse_json(&sb);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "GRANULARITY");
     assert_non_null(g);
@@ -1072,10 +1044,10 @@ static void test_config(void **state)
     assert_true(cJSON_IsString(src));
     assert_string_equal(src->valuestring, "set");
     cJSON_Delete(j);
-    strbuf_free(&sb);
-    assert_int_equal(vram_config_print(strbuf_write, &sb, 0), 0);
+    test_buf_free(&sb);
+    assert_int_equal(vram_config_print(test_buf_write, &sb, 0), 0);
     assert_non_null(strstr(sb.data, "VRAM_GRANULARITY"));
-    strbuf_free(&sb);
+    test_buf_free(&sb);
 
     vram_config_reset();
     assert_int_equal(vram_config_get()->granularity, gran0);

@@ -73,6 +73,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "test_buf.h"
 #include "vramkit.h"
 
 #define KiB 1024ull
@@ -2614,26 +2615,6 @@ static int cmp_live(const void *x, const void *y)
 /* The snapshot's pending blocks: sizes sum to pending_bytes; each holds only
  * bytes freed on its stream and not handed out since; every byte that no
  * completed event can have released is in a pending block of its stream. */
-typedef struct sbuf {
-    char *d;
-    size_t n, cap;
-} sbuf;
-
-static int sbuf_write(void *ctx, const char *data, size_t len)
-{
-    sbuf *b = ctx;
-    if (b->n + len + 1 > b->cap) {
-        b->cap = (b->n + len + 1) * 2;
-        b->d = realloc(b->d, b->cap);
-        if (!b->d)
-            abort();
-    }
-    memcpy(b->d + b->n, data, len);
-    b->n += len;
-    b->d[b->n] = 0;
-    return 0;
-}
-
 static uint64_t json_hex(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -2657,10 +2638,11 @@ static uint64_t freed_cover(const rmodel *m, uint64_t a, uint64_t e, unsigned s)
 
 static void rm_check_snapshot(rmodel *m)
 {
-    sbuf b = {0};
-    RM_CHECK(m, vram_pool_snapshot(m->w.p, sbuf_write, &b) == 0, "snapshot: %s", vram_last_error());
-    cJSON *root = cJSON_Parse(b.d);
-    free(b.d);
+    test_buf b = {0};
+    RM_CHECK(m, vram_pool_snapshot(m->w.p, test_buf_write, &b) == 0, "snapshot: %s",
+             vram_last_error());
+    cJSON *root = cJSON_Parse(b.data);
+    test_buf_free(&b);
     RM_CHECK(m, root != NULL, "snapshot is not JSON");
     const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(root, "blocks");
     RM_CHECK(m, cJSON_IsArray(blocks), "snapshot has no blocks");

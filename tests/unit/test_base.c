@@ -23,6 +23,7 @@
 #include "vramkit/config.h"
 #include "vramkit/error.h"
 #include "vramkit/log.h"
+#include "test_buf.h"
 #include "vramkit/pool.h"
 
 #define KiB 1024ull
@@ -62,10 +63,9 @@ static int teardown_clean(void **state)
     return 0;
 }
 
-/* A growable text buffer used as a vram_write_fn sink. */
+/* A vram_write_fn sink that can fail on a chosen write. */
 typedef struct sink {
-    char *data;
-    size_t len, cap;
+    test_buf buf;
     int writes;
     int fail_at; /* return VRAM_EIO on this write (1-based); 0: never */
 } sink;
@@ -76,24 +76,12 @@ static int sink_write(void *ctx, const char *data, size_t len)
     s->writes++;
     if (s->fail_at && s->writes == s->fail_at)
         return VRAM_EIO;
-    if (s->len + len + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 256;
-        while (s->len + len + 1 > cap)
-            cap *= 2;
-        char *d = realloc(s->data, cap);
-        assert_non_null(d);
-        s->data = d;
-        s->cap = cap;
-    }
-    memcpy(s->data + s->len, data, len);
-    s->len += len;
-    s->data[s->len] = '\0';
-    return 0;
+    return test_buf_write(&s->buf, data, len);
 }
 
 static void sink_free(sink *s)
 {
-    free(s->data);
+    test_buf_free(&s->buf);
     memset(s, 0, sizeof *s);
 }
 
@@ -102,11 +90,11 @@ static cJSON *config_json(void)
 {
     sink s = {0};
     assert_int_equal(vram_config_print(sink_write, &s, 1), 0);
-    assert_non_null(s.data);
-    assert_int_equal(s.data[s.len - 1], '\n');
-    cJSON *root = cJSON_Parse(s.data);
+    assert_non_null(s.buf.data);
+    assert_int_equal(s.buf.data[s.buf.len - 1], '\n');
+    cJSON *root = cJSON_Parse(s.buf.data);
     if (!root)
-        fail_msg("vram_config_print JSON does not parse: %s", s.data);
+        fail_msg("vram_config_print JSON does not parse: %s", s.buf.data);
     sink_free(&s);
     return root;
 }
@@ -710,31 +698,31 @@ static void test_config_print_text(void **state)
     assert_int_equal(vram_config_set("alignment", "1K"), 0);
     sink s = {0};
     assert_int_equal(vram_config_print(sink_write, &s, 0), 0);
-    assert_non_null(s.data);
+    assert_non_null(s.buf.data);
     /* One header line, one line per option. */
     size_t lines = 0;
-    for (size_t i = 0; i < s.len; i++)
-        lines += s.data[i] == '\n';
+    for (size_t i = 0; i < s.buf.len; i++)
+        lines += s.buf.data[i] == '\n';
     assert_int_equal(lines, N_OPTIONS + 1);
-    assert_int_equal(s.data[s.len - 1], '\n');
+    assert_int_equal(s.buf.data[s.buf.len - 1], '\n');
     for (size_t i = 0; i < N_OPTIONS; i++)
-        assert_contains(s.data, option_env_names[i]);
+        assert_contains(s.buf.data, option_env_names[i]);
     /* Each option's line holds its value and source. */
-    char *line = strstr(s.data, "VRAM_GRANULARITY ");
+    char *line = strstr(s.buf.data, "VRAM_GRANULARITY ");
     assert_non_null(line);
     char *eol = strchr(line, '\n');
     *eol = '\0';
     assert_contains(line, "4MiB");
     assert_contains(line, "environment");
     *eol = '\n';
-    line = strstr(s.data, "VRAM_ALIGNMENT ");
+    line = strstr(s.buf.data, "VRAM_ALIGNMENT ");
     assert_non_null(line);
     eol = strchr(line, '\n');
     *eol = '\0';
     assert_contains(line, "1K");
     assert_contains(line, " set ");
     *eol = '\n';
-    line = strstr(s.data, "VRAM_POLICY ");
+    line = strstr(s.buf.data, "VRAM_POLICY ");
     assert_non_null(line);
     eol = strchr(line, '\n');
     *eol = '\0';

@@ -30,36 +30,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_buf.h"
 #include "vramkit.h"
 
 #define MiB (1024ull * 1024)
 
 /* ---- buffers, reports and checks ------------------------------------- */
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static int buf_write(void *ctx, const char *data, size_t len)
-{
-    buf *b = ctx;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return VRAM_EHOSTMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-    return 0;
-}
-
-static int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int buf_printf(buf *b, const char *fmt, ...)
+static int buf_printf(test_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int buf_printf(test_buf *b, const char *fmt, ...)
 {
     char line[4096];
     va_list ap;
@@ -67,7 +46,7 @@ static int buf_printf(buf *b, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     assert_true(n > 0 && (size_t)n < sizeof line);
-    return buf_write(b, line, (size_t)n);
+    return test_buf_write(b, line, (size_t)n);
 }
 
 static vram_report *new_report(uint32_t max_points, uint32_t max_blocks)
@@ -85,11 +64,11 @@ static vram_report *new_report(uint32_t max_points, uint32_t max_blocks)
 /* The report's data, parsed back. */
 static cJSON *data_of(vram_report *r)
 {
-    buf b = {0};
-    assert_int_equal(vram_report_print_json(r, buf_write, &b), 0);
-    cJSON *j = cJSON_Parse(b.p);
+    test_buf b = {0};
+    assert_int_equal(vram_report_print_json(r, test_buf_write, &b), 0);
+    cJSON *j = cJSON_Parse(b.data);
     assert_non_null(j);
-    free(b.p);
+    test_buf_free(&b);
     return j;
 }
 
@@ -182,14 +161,14 @@ static void snapshot_from_pool(void **state)
 {
     (void)state;
     vram_pool *p = make_pool();
-    buf snap = {0};
-    assert_int_equal(vram_pool_snapshot(p, buf_write, &snap), 0);
+    test_buf snap = {0};
+    assert_int_equal(vram_pool_snapshot(p, test_buf_write, &snap), 0);
     const char *fixture = getenv("VRAM_REPORT_FIXTURE");
     if (fixture && *fixture) {
         FILE *f = fopen(fixture, "w");
         assert_non_null(f);
         /* Indented, as a person would keep it; the reader takes both. */
-        cJSON *j = cJSON_Parse(snap.p);
+        cJSON *j = cJSON_Parse(snap.data);
         char *text = cJSON_Print(j);
         fputs(text, f);
         fputc('\n', f);
@@ -197,12 +176,12 @@ static void snapshot_from_pool(void **state)
         cJSON_free(text);
         cJSON_Delete(j);
     }
-    cJSON *orig = cJSON_Parse(snap.p);
+    cJSON *orig = cJSON_Parse(snap.data);
     assert_non_null(orig);
 
     vram_report *r = new_report(0, 0);
     vram_report_input_info info;
-    assert_int_equal(add_text(r, "snap.json", snap.p, &info), 0);
+    assert_int_equal(add_text(r, "snap.json", snap.data, &info), 0);
     assert_int_equal(info.type, VRAM_REPORT_SNAPSHOT);
     assert_non_null(strstr(info.summary, "snapshot of pool \"inference\""));
     assert_non_null(strstr(info.summary, "5 owners"));
@@ -266,7 +245,7 @@ static void snapshot_from_pool(void **state)
 
     /* Over max_blocks: touching blocks of one owner are merged, bytes kept. */
     vram_report *small = new_report(0, 4);
-    assert_int_equal(add_text(small, "snap.json", snap.p, NULL), 0);
+    assert_int_equal(add_text(small, "snap.json", snap.data, NULL), 0);
     cJSON *d2 = data_of(small);
     const cJSON *s2 = cJSON_GetArrayItem(item(d2, "snapshots"), 0);
     int drawn = (int)num(s2, "blocks_drawn");
@@ -287,7 +266,7 @@ static void snapshot_from_pool(void **state)
     cJSON_Delete(d);
     cJSON_Delete(orig);
     vram_report_destroy(r);
-    free(snap.p);
+    test_buf_free(&snap);
     for (int i = 0; i < n_held; i++)
         assert_int_equal(vram_pool_free(p, held[i], NULL), 0);
     assert_int_equal(vram_pool_destroy(p), 0);
@@ -297,7 +276,7 @@ static void snapshot_from_pool(void **state)
 
 /* n samples of one pool with two owners; owner b is absent (zero) at even
  * samples; a spike of `spike` live bytes at sample spike_at. */
-static void make_series(buf *jl, buf *csv, int n, int spike_at, double spike)
+static void make_series(test_buf *jl, test_buf *csv, int n, int spike_at, double spike)
 {
     if (csv)
         buf_printf(csv, "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
@@ -366,12 +345,12 @@ static int same_array(const cJSON *a, const cJSON *b)
 static void jsonl_and_csv_agree(void **state)
 {
     (void)state;
-    buf jl = {0}, csv = {0};
+    test_buf jl = {0}, csv = {0};
     make_series(&jl, &csv, 50, -1, 0);
     vram_report *r = new_report(0, 0), *c = new_report(0, 0);
     vram_report_input_info i1, i2;
-    assert_int_equal(add_text(r, "s.jsonl", jl.p, &i1), 0);
-    assert_int_equal(add_text(c, "s.csv", csv.p, &i2), 0);
+    assert_int_equal(add_text(r, "s.jsonl", jl.data, &i1), 0);
+    assert_int_equal(add_text(c, "s.csv", csv.data, &i2), 0);
     assert_int_equal(i1.type, VRAM_REPORT_SERIES_JSONL);
     assert_int_equal(i2.type, VRAM_REPORT_SERIES_CSV);
     assert_non_null(strstr(i1.summary, "50 samples over 24.5 s"));
@@ -406,33 +385,33 @@ static void jsonl_and_csv_agree(void **state)
     cJSON_Delete(dc);
     vram_report_destroy(r);
     vram_report_destroy(c);
-    free(jl.p);
-    free(csv.p);
+    test_buf_free(&jl);
+    test_buf_free(&csv);
 }
 
 static void downsampling_keeps_peaks(void **state)
 {
     (void)state;
     /* Exactly max_points samples: all kept. */
-    buf jl = {0};
+    test_buf jl = {0};
     make_series(&jl, NULL, 400, -1, 0);
     vram_report *r = new_report(400, 0);
-    assert_int_equal(add_text(r, "s.jsonl", jl.p, NULL), 0);
+    assert_int_equal(add_text(r, "s.jsonl", jl.data, NULL), 0);
     cJSON *d = data_of(r);
     const cJSON *s = cJSON_GetArrayItem(item(d, "series"), 0);
     assert_int_equal(num(s, "points"), 400);
     assert_false(cJSON_IsTrue(item(s, "downsampled")));
     cJSON_Delete(d);
     vram_report_destroy(r);
-    free(jl.p);
+    test_buf_free(&jl);
 
     /* 20000 samples with one spike and one dip: at most max_points kept,
      * both extremes among them, x increasing. */
-    jl = (buf){0};
+    jl = (test_buf){0};
     make_series(&jl, NULL, 20000, 12345, 9e9);
     r = new_report(400, 0);
     vram_report_input_info info;
-    assert_int_equal(add_text(r, "s.jsonl", jl.p, &info), 0);
+    assert_int_equal(add_text(r, "s.jsonl", jl.data, &info), 0);
     assert_non_null(strstr(info.summary, "20000 samples"));
     d = data_of(r);
     s = cJSON_GetArrayItem(item(d, "series"), 0);
@@ -455,7 +434,7 @@ static void downsampling_keeps_peaks(void **state)
     assert_int_equal(cJSON_GetArraySize(item(owner_of(pool0(d), "b"), "live_bytes")), pts);
     cJSON_Delete(d);
     vram_report_destroy(r);
-    free(jl.p);
+    test_buf_free(&jl);
 }
 
 static void alerts_and_restarts(void **state)
@@ -644,15 +623,15 @@ static void page_escapes_and_writes_atomically(void **state)
         "\"</script><script>window.__pwned=1</script>\",\"live_bytes\":1,\"owners\":[{\"owner\":"
         "\"<!-- &amp;\",\"live_bytes\":1}]}]}\n";
     assert_int_equal(add_text(r, "evil.jsonl", evil, NULL), 0);
-    buf page = {0};
-    int rc = vram_report_print_html(r, buf_write, &page);
+    test_buf page = {0};
+    int rc = vram_report_print_html(r, test_buf_write, &page);
     if (rc == VRAM_ENOSYS) {
         /* A build without the page's JavaScript says how to get it. */
         assert_non_null(strstr(vram_last_error(), "scripts/web_deps.sh"));
     } else {
         assert_int_equal(rc, 0);
-        assert_null(strstr(page.p, "@VRAM_REPORT_DATA@"));
-        const char *data = strstr(page.p, "id=\"vram-report-data\">");
+        assert_null(strstr(page.data, "@VRAM_REPORT_DATA@"));
+        const char *data = strstr(page.data, "id=\"vram-report-data\">");
         assert_non_null(data);
         const char *end = strstr(data, "</script>");
         assert_non_null(end);
@@ -660,9 +639,9 @@ static void page_escapes_and_writes_atomically(void **state)
         for (const char *p = data + strlen("id=\"vram-report-data\">"); p < end; p++)
             assert_true(*p != '<' && *p != '>' && *p != '&');
         assert_non_null(strstr(data, "\\u003c/script\\u003e\\u003cscript\\u003ewindow.__pwned"));
-        assert_non_null(strstr(page.p, "uPlot"));
+        assert_non_null(strstr(page.data, "uPlot"));
     }
-    free(page.p);
+    test_buf_free(&page);
 
     char dir[] = "/tmp/vram-report-test-XXXXXX";
     assert_non_null(mkdtemp(dir));
