@@ -110,7 +110,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
         "$vramkit" replay --backend $b --runs 1 "${traces[0]}" >/dev/null 2>"$tmp/gpu.err"; rc=$?
         set -e
         [ "$rc" -eq 1 ] || fail "--backend $b without a GPU exited $rc"
-        grep -Eq "no CUDA driver|no usable GPU|needs a GPU" "$tmp/gpu.err" || fail "--backend $b: $(cat "$tmp/gpu.err")"
+        grep -Eq "no CUDA driver|no usable GPU|needs a GPU|no GPU support" "$tmp/gpu.err" || fail "--backend $b: $(cat "$tmp/gpu.err")"
     done
 fi
 
