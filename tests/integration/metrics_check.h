@@ -2,8 +2,9 @@
  * reader of the Prometheus text exposition (every family has exactly one HELP
  * and one TYPE line, before its samples, and its samples form one group;
  * every line parses), looking a series up, and `promtool check metrics` (a
- * missing promtool fails the test: scripts/deps.sh installs it). Header-only:
- * static functions for one test program each. */
+ * missing promtool fails the test: scripts/deps.sh installs it), and a pool
+ * on a simulated device to expose. Header-only: static functions for one test
+ * program each (included after cmocka.h and vramkit.h). */
 #ifndef VRAM_TEST_METRICS_CHECK_H
 #define VRAM_TEST_METRICS_CHECK_H
 
@@ -209,6 +210,22 @@ static void promtool_check(const char *text)
     unlink(path);
     if (st != 0)
         fail_msg("promtool check metrics refused the exposition (status %d): %s", st, out);
+}
+
+/* A pool named `name` on a new simulated device of `capacity` bytes, without
+ * a trace (the caller destroys both). */
+static vram_pool *sim_pool(const char *name, uint64_t capacity, vram_backend **backend)
+{
+    vram_backend_opts bo = {.capacity = capacity};
+    assert_int_equal(vram_backend_create("sim", &bo, backend), 0);
+    vram_pool_opts o;
+    assert_int_equal(vram_pool_opts_init(&o), 0);
+    o.name = name;
+    o.backend = *backend;
+    o.trace_path = NULL;
+    vram_pool *p;
+    assert_int_equal(vram_pool_create(&o, &p), 0);
+    return p;
 }
 
 #endif

@@ -41,14 +41,7 @@ typedef struct fixture {
 static void make_pool(fixture *f, const char *name, const char *cam_name)
 {
     memset(f, 0, sizeof *f);
-    vram_backend_opts bo = {.capacity = 1024 * MiB};
-    assert_int_equal(vram_backend_create("sim", &bo, &f->backend), 0);
-    vram_pool_opts o;
-    assert_int_equal(vram_pool_opts_init(&o), 0);
-    o.name = name;
-    o.backend = f->backend;
-    o.trace_path = NULL;
-    assert_int_equal(vram_pool_create(&o, &f->pool), 0);
+    f->pool = sim_pool(name, 1024 * MiB, &f->backend);
     assert_int_equal(vram_owner_create(f->pool, cam_name, 256 * MiB, &f->cam), 0);
     assert_int_equal(vram_owner_create(f->pool, "model", 0, &f->model), 0);
     vram_stream s = (vram_stream)(uintptr_t)1;

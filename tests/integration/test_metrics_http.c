@@ -181,14 +181,7 @@ typedef struct pool_fix {
 static void make_pool(pool_fix *f, const char *name)
 {
     memset(f, 0, sizeof *f);
-    vram_backend_opts bo = {.capacity = 4096 * MiB};
-    assert_int_equal(vram_backend_create("sim", &bo, &f->backend), 0);
-    vram_pool_opts o;
-    assert_int_equal(vram_pool_opts_init(&o), 0);
-    o.name = name;
-    o.backend = f->backend;
-    o.trace_path = NULL;
-    assert_int_equal(vram_pool_create(&o, &f->pool), 0);
+    f->pool = sim_pool(name, 4096 * MiB, &f->backend);
     assert_int_equal(vram_owner_create(f->pool, "cam07", 512 * MiB, &f->cam), 0);
     vram_stream s = (vram_stream)(uintptr_t)1;
     assert_int_equal(vram_pool_alloc(f->pool, 8 * MiB, f->cam, VRAM_KIND_FRAMES, s, &f->p[0]), 0);

@@ -61,6 +61,15 @@ static vram_monitor_opts manual_opts(void)
     return o;
 }
 
+/* A monitor started with `o`, watching pool `p`. */
+static vram_monitor *monitor_of(const vram_monitor_opts *o, vram_pool *p)
+{
+    vram_monitor *m;
+    assert_int_equal(vram_monitor_start(o, &m), 0);
+    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    return m;
+}
+
 static char tmpdir[64];
 
 static int setup(void **state)
@@ -93,9 +102,7 @@ static void test_sample_fields(void **state)
     assert_int_equal(vram_pool_alloc(p, 3 * MiB, cam, VRAM_KIND_FRAMES, NULL, &a), 0);
     assert_int_equal(vram_pool_alloc(p, 1000, VRAM_OWNER_DEFAULT, VRAM_KIND_WEIGHTS, NULL, &b), 0);
     vram_monitor_opts o = manual_opts();
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     assert_int_equal(vram_monitor_sample(m, 3), 0);
     vram_sample *s;
     assert_int_equal(vram_monitor_sample_get(m, 0, &s), 0);
@@ -152,9 +159,7 @@ static void test_ring_wrap(void **state)
     vram_pool *p = make_pool("ring", VRAM_POLICY_VMM);
     vram_monitor_opts o = manual_opts();
     o.ring_samples = 5;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     void *ptrs[12];
     for (int i = 0; i < 12; i++) {
         assert_int_equal(vram_pool_alloc(p, 4096, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER, NULL,
@@ -279,9 +284,7 @@ static void test_files(void **state)
     alerts_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
     o.on_alert = on_alert;
     o.alert_ctx = &seen;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     void *a = NULL;
     for (int i = 0; i < 4; i++) {
         if (i == 1) /* 95% of the budget: one budget alert */
@@ -437,9 +440,7 @@ static void test_trend(void **state)
     vram_pool *q = make_pool("clean", VRAM_POLICY_VMM);
     vram_monitor_opts o = manual_opts();
     o.ring_samples = 1000;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     assert_int_equal(vram_monitor_add_pool(m, q), 0);
     vram_trend t;
     assert_int_equal(vram_monitor_trend(m, "leaky", &t), VRAM_EINVAL);
@@ -513,9 +514,7 @@ static void test_trend_warmup_and_time(void **state)
     vram_pool *p = make_pool("warm", VRAM_POLICY_VMM);
     vram_monitor_opts o = manual_opts();
     o.warmup_fraction = 0.25;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     /* Growth during the first 20 of 100 samples only (caches filling): level. */
     void *blocks[20];
     for (int it = 0; it < 100; it++) {
@@ -572,9 +571,7 @@ static void test_fragmentation_alert_and_metrics(void **state)
     alerts_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
     o.on_alert = on_alert;
     o.alert_ctx = &seen;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     /* Eight 256 KiB blocks fill one 2 MiB segment; freeing every other one
      * leaves separate holes: three free (the last is pending until the next
      * operation on its stream), fragmentation 1 - 256K / 768K = 0.667. */
@@ -653,9 +650,7 @@ static void test_thread_period(void **state)
     assert_true(o.period_s == 1.0);
     o.period_s = 0.02;
     o.gpu_index = -1;
-    vram_monitor *m;
-    assert_int_equal(vram_monitor_start(&o, &m), 0);
-    assert_int_equal(vram_monitor_add_pool(m, p), 0);
+    vram_monitor *m = monitor_of(&o, p);
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
     uint64_t total;

@@ -238,45 +238,46 @@ static const char *cause_of(cJSON *j)
 
 /* ---- the four causes, from real refusals ----------------------------- */
 
-static void test_budget_request_too_large(void **state)
+/* Owner "cam07" of a 1 GiB pool, with a 64 MiB budget, holds `held` bytes
+ * and asks for `ask` more: the refusal's report (the caller deletes it) and
+ * what the callback saw; the pool is gone again. */
+static cJSON *budget_refusal(uint64_t held, uint64_t ask, seen *s)
 {
-    (void)state;
     vram_pool *p = make_pool("cams", 1 * GiB, VRAM_POLICY_VMM);
     vram_owner cam;
     assert_int_equal(vram_owner_create(p, "cam07", 64 * MiB, &cam), 0);
-    seen s = {0};
-    watch(p, &s, 16, NULL);
+    watch(p, s, 16, NULL);
     void *a;
-    assert_int_equal(vram_pool_alloc(p, 10 * MiB, cam, VRAM_KIND_FRAMES, NULL, &a), 0);
-    cJSON *j = refuse(p, 100 * MiB, cam, VRAM_EBUDGET, &s);
+    assert_int_equal(vram_pool_alloc(p, held, cam, VRAM_KIND_FRAMES, NULL, &a), 0);
+    cJSON *j = refuse(p, ask, cam, VRAM_EBUDGET, s);
+    assert_int_equal(vram_pool_free(p, a, NULL), 0);
+    free_pool(p);
+    return j;
+}
+
+static void test_budget_request_too_large(void **state)
+{
+    (void)state;
+    seen s = {0};
+    cJSON *j = budget_refusal(10 * MiB, 100 * MiB, &s);
     assert_string_equal(cause_of(j), "exceeds_configured");
     assert_int_equal(s.cause, VRAM_OOM_EXCEEDS_CONFIGURED);
     assert_contains(s.line, "the request of 100.0 MiB alone exceeds owner \"cam07\"'s budget of "
                             "64.0 MiB (it holds 10.0 MiB)");
     cJSON_Delete(j);
-    assert_int_equal(vram_pool_free(p, a, NULL), 0);
-    free_pool(p);
 }
 
 static void test_budget_filled(void **state)
 {
     (void)state;
-    vram_pool *p = make_pool("cams", 1 * GiB, VRAM_POLICY_VMM);
-    vram_owner cam;
-    assert_int_equal(vram_owner_create(p, "cam07", 64 * MiB, &cam), 0);
     seen s = {0};
-    watch(p, &s, 16, NULL);
-    void *a;
-    assert_int_equal(vram_pool_alloc(p, 60 * MiB, cam, VRAM_KIND_FRAMES, NULL, &a), 0);
-    cJSON *j = refuse(p, 8 * MiB, cam, VRAM_EBUDGET, &s);
+    cJSON *j = budget_refusal(60 * MiB, 8 * MiB, &s);
     assert_string_equal(cause_of(j), "exceeds_configured");
     assert_contains(s.line, "owner \"cam07\" holds 60.0 MiB of its 64.0 MiB budget and asks "
                             "8.00 MiB more (4.00 MiB over it)");
     assert_contains(s.line, "no monitor");
     assert_contains(s.line, "the budget is too small");
     cJSON_Delete(j);
-    assert_int_equal(vram_pool_free(p, a, NULL), 0);
-    free_pool(p);
 }
 
 static void test_device_too_small(void **state)
