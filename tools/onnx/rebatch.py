@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """tools/onnx/rebatch.py - turn a model whose batch is fixed at 1 (BlazeFace)
-into the same model with its batch fixed at B.
+into the same model with its batch fixed at B, or symbolic when B is a name.
 
     python3 tools/onnx/rebatch.py MODEL.onnx B OUT.onnx
+
+B is a positive integer (the batch fixed at B) or an identifier such as N
+(the batch symbolic, named N: engines then serve every batch up to the one
+they are loaded for).
 
 What changes, and nothing else:
   - the leading dimension of every graph input (initializers excepted) and
@@ -14,6 +18,9 @@ What changes, and nothing else:
   - the value_info hints of intermediate tensors are dropped (they carry
     batch 1; they are optional, and ONNX shape inference is run on the result
     to check that the graph outputs come out with batch B).
+
+With a symbolic B a constant shape cannot carry the batch, so a model with
+a constant Reshape or ConstantOfShape shape starting with 1 is refused.
 
 It refuses, naming the tensor or node, when any of those shapes does not
 start with 1 (a symbolic batch, a 0 or -1 in a Reshape shape, a batch other
@@ -54,7 +61,10 @@ def _set_leading_dim(vi, batch, what):
     if not d0.HasField("dim_value") or d0.dim_value != 1:
         dims = [d.dim_param or d.dim_value for d in tt.shape.dim]
         raise RebatchError(f"{what} '{vi.name}' has shape {dims}, which does not start with 1")
-    d0.dim_value = batch
+    if isinstance(batch, str):
+        d0.dim_param = batch
+    else:
+        d0.dim_value = batch
 
 
 def _rebatch_array(arr, batch, what):
@@ -63,6 +73,9 @@ def _rebatch_array(arr, batch, what):
         raise RebatchError(f"{what} is {a.dtype} of shape {list(a.shape)}, not a 1-D integer shape")
     if int(a[0]) != 1:
         raise RebatchError(f"{what} is {a.tolist()}, which does not start with 1")
+    if isinstance(batch, str):
+        raise RebatchError(f"{what} is {a.tolist()}, a constant shape, which cannot carry the "
+                           f"symbolic batch '{batch}'")
     b = a.copy()
     b[0] = batch
     return b
@@ -71,7 +84,7 @@ def _rebatch_array(arr, batch, what):
 def rebatch(model, batch):
     """Rebatch `model` (an onnx.ModelProto, changed in place); returns a list
     of notes (what was changed or left)."""
-    if batch < 1:
+    if not isinstance(batch, str) and batch < 1:
         raise RebatchError(f"the batch must be at least 1, not {batch}")
     g = model.graph
     notes = []
@@ -148,8 +161,13 @@ def rebatch(model, batch):
         notes.append(f"dropped {len(g.value_info)} value_info hints (batch-1 shapes of intermediates)")
         del g.value_info[:]
     model.doc_string = (model.doc_string + "\n" if model.doc_string else "") + \
-        f"batch fixed at {batch} by tools/onnx/rebatch.py"
+        (f"batch symbolic ({batch}) by tools/onnx/rebatch.py" if isinstance(batch, str)
+         else f"batch fixed at {batch} by tools/onnx/rebatch.py")
     return notes
+
+
+def dim_of(d):
+    return d.dim_value if d.HasField("dim_value") else d.dim_param
 
 
 def check(model, batch):
@@ -169,17 +187,17 @@ def check(model, batch):
     got_by_name = {v.name: v for v in inferred.graph.output}
     notes = []
     for o in model.graph.output:
-        want = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in o.type.tensor_type.shape.dim]
+        want = [dim_of(d) for d in o.type.tensor_type.shape.dim]
         v = got_by_name.get(o.name)
         if v is None or not v.type.tensor_type.HasField("shape"):
             notes.append(f"output {o.name}: shape inference found no shape; declared {want}")
             continue
-        got = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
+        got = [dim_of(d) for d in v.type.tensor_type.shape.dim]
         if got != want:
             raise RebatchError(f"output {o.name}: shape inference gives {got}, declared {want}")
     # Every inferred intermediate that starts with a batch dimension should now
     # start with B; report how many do (a sanity figure, not a rule).
-    lead = [v.type.tensor_type.shape.dim[0].dim_value for v in inferred.graph.value_info
+    lead = [dim_of(v.type.tensor_type.shape.dim[0]) for v in inferred.graph.value_info
             if v.type.tensor_type.HasField("shape") and len(v.type.tensor_type.shape.dim) > 0]
     notes.append(f"shape inference: {sum(1 for d in lead if d == batch)} of {len(lead)} intermediates "
                  f"start with {batch}, {sum(1 for d in lead if d == 1)} with 1")
@@ -191,11 +209,14 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     src, b, dst = argv[1], argv[2], argv[3]
-    try:
-        batch = int(b)
-    except ValueError:
-        sys.stderr.write(f"rebatch: B must be an integer, not '{b}'\n")
-        return 2
+    if b.isidentifier():
+        batch = b
+    else:
+        try:
+            batch = int(b)
+        except ValueError:
+            sys.stderr.write(f"rebatch: B must be an integer or a name such as N, not '{b}'\n")
+            return 2
     try:
         model = onnx.load(src)
     except Exception as e:  # noqa: BLE001
