@@ -185,7 +185,7 @@ static int bench_trace(const char *path, unsigned runs, double seconds, double p
     vram_pool_opts po;
     vram_pool_opts_init(&po);
     po.name = "replay";
-    po.trace_path = NULL;
+    po.configured_listeners = 0;
     replay r = {.t = t, .ptrs = calloc(t->n_slots ? t->n_slots : 1, sizeof(void *))};
     if (!r.ptrs || vram_pool_create(&po, &r.pool)) {
         fprintf(stderr, "bench_monitor: %s\n", vram_last_error());

@@ -14,6 +14,7 @@
 #include "vramkit/backend.h"
 #include "vramkit/pool.h"
 #include "vramkit/stats.h"
+#include "vramkit/listener.h"
 #include "vramkit/trace.h"
 #include "vramkit/replay.h"
 #include "vramkit/torch.h"

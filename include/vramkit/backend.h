@@ -30,6 +30,23 @@ extern "C" {
 
 typedef struct vram_backend vram_backend;
 
+/* What a backend is, set when it is made (a custom table is CUSTOM whatever
+ * its name). X(NAME, name, gpu) */
+#define VRAM_BACKEND_TYPES(X)                                                  \
+    X(SIM, sim, 0)                                                             \
+    X(HOST, host, 0)                                                           \
+    X(CUDA, cuda, 1)                                                           \
+    X(CUDA_ASYNC, cuda_async, 1)                                               \
+    X(VMM, vmm, 1)                                                             \
+    X(CUSTOM, custom, 0)
+
+typedef enum vram_backend_type {
+#define VRAM_BACKEND_TYPE_ENUM(NAME, name, gpu) VRAM_BACKEND_TYPE_##NAME,
+    VRAM_BACKEND_TYPES(VRAM_BACKEND_TYPE_ENUM)
+#undef VRAM_BACKEND_TYPE_ENUM
+    VRAM_BACKEND_TYPE_COUNT
+} vram_backend_type;
+
 /* Capabilities (vram_backend_ops.caps). */
 #define VRAM_BACKEND_SEGMENTS 0x1u /* segment_alloc / segment_free */
 #define VRAM_BACKEND_MAP 0x2u      /* reserve / release / map / unmap */
@@ -78,7 +95,8 @@ typedef struct vram_backend_stats {
     uint64_t granularity;
 } vram_backend_stats;
 
-/* Create a built-in backend by name; opts may be NULL. VRAM_EINVAL for an
+/* Create a built-in backend by its type's name ("sim", "host", "cuda",
+ * "cuda_async", "vmm"; NULL is "sim"); opts may be NULL. VRAM_EINVAL for an
  * unknown name or bad options, VRAM_ENOSYS for a GPU backend where there is
  * no GPU or the library was built without CUDA. */
 int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);
@@ -97,12 +115,25 @@ int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t
 int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t fail_count,
                                vram_backend **out);
 
-/* Whether `name` is one of the GPU backends (cuda, cuda_async, vmm). */
-int vram_backend_is_gpu(const char *name);
+/* The name of a type ("vmm"; "?" for none), and the type of a name
+ * (VRAM_EINVAL, naming the built-in ones, for another). */
+const char *vram_backend_type_name(vram_backend_type type);
+int vram_backend_type_parse(const char *name, vram_backend_type *out);
+/* Whether a type hands out GPU memory (cuda, cuda_async, vmm). */
+int vram_backend_type_is_gpu(vram_backend_type type);
+
+/* A backend's type, and whether it is a GPU one. */
+vram_backend_type vram_backend_type_of(const vram_backend *backend);
+int vram_backend_is_gpu(const vram_backend *backend);
+
+/* The GPU a backend draws from (borrowed: it lives as long as the backend),
+ * or NULL for a backend that is not a GPU one. */
+vram_device *vram_backend_device(const vram_backend *backend);
 
 /* Destroy; VRAM_EBUSY while a pool still uses the backend. */
 int vram_backend_destroy(vram_backend *backend);
 
+/* The table's name (a built-in backend's is its type's name). */
 const char *vram_backend_name(const vram_backend *backend);
 unsigned vram_backend_caps(const vram_backend *backend);
 void vram_backend_stats_get(const vram_backend *backend, vram_backend_stats *out);

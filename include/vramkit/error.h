@@ -7,6 +7,8 @@
 #ifndef VRAMKIT_ERROR_H
 #define VRAMKIT_ERROR_H
 
+#include <stdarg.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,6 +48,18 @@ const char *vram_last_error(void);
 
 /* Forget the last error of this thread. */
 void vram_clear_error(void);
+
+/* Record a failure: the formatted sentence becomes this thread's
+ * vram_last_error() (truncated to 1023 bytes) and `code` is returned, so a
+ * failing path reads `return vram_set_error(VRAM_EINVAL, "...", ...)`. For
+ * code built on vramkit (a custom backend, a layer of its own) that reports
+ * through the same channel. The arguments may include vram_last_error(). */
+int vram_set_error(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+int vram_set_errorv(int code, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
 #ifndef VRAMKIT_LOG_H
 #define VRAMKIT_LOG_H
 
+#include <stdarg.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,19 @@ void vram_log_set_handler(vram_log_fn fn, void *ctx);
 
 /* The name of a level ("warn"). */
 const char *vram_log_level_name(vram_log_level level);
+
+/* Whether lines at `level` are produced (VRAM_LOG_LEVEL or more severe). */
+int vram_log_enabled(vram_log_level level);
+
+/* Log one line (formatted, at most 1023 bytes, no trailing newline needed)
+ * through the handler, if `level` is enabled. For code built on vramkit, so
+ * that its lines go where the library's go. */
+void vram_log(vram_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void vram_logv(vram_log_level level, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

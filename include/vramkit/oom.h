@@ -54,12 +54,15 @@
  * are rate-limited per pool: at most max_reports per window_s seconds; the
  * refusals beyond are counted, and the next report says how many there were.
  *
- * Pools created with vram_pool_opts.oom_dir set (VRAM_OOM_DIR for pools
- * made from the configuration) are watched from their creation with the
- * VRAM_OOM_* options. */
+ * The watch is a listener of the pool's refusals, with a ring of its last
+ * events (vramkit/listener.h). Where this library is loaded, pools made
+ * with vram_pool_opts.configured_listeners (what vram_pool_opts_init sets)
+ * are watched from their creation with the VRAM_OOM_* options whenever
+ * VRAM_OOM_DIR names a directory. */
 #ifndef VRAMKIT_OOM_H
 #define VRAMKIT_OOM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vramkit/monitor.h"
@@ -143,11 +146,16 @@ typedef struct vram_oom_stats {
     uint64_t reports;        /* reports written */
     uint64_t suppressed;     /* refusals not reported (rate limit, or inside a report) */
     uint64_t write_failures; /* reports that could not be written */
-    char last_json_path[4096]; /* the last report's JSON ("" if none) */
+    uint64_t reserved[4];
 } vram_oom_stats;
 
 /* The watch's counters. VRAM_EINVAL if the pool is not watched. */
 int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out);
+
+/* The path of the last report's JSON ("" if none yet) into buf[0 .. cap-1],
+ * NUL-terminated. VRAM_EINVAL if the pool is not watched, VRAM_ELIMIT when
+ * cap is too small (the sentence gives the bytes needed; buf is then ""). */
+int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

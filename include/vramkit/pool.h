@@ -103,11 +103,13 @@ typedef struct vram_pool_opts {
                                fits its successor (power of two; 0: alignment) */
     uint64_t segment_small; /* segments policy: segment for small requests */
     uint64_t segment_medium; /* segments policy: segment for requests < 10 MiB */
-    const char *trace_path; /* write every event here (RMM format); NULL/"": none */
-    const char *oom_dir;    /* write a report here when an allocation is refused
-                               (vramkit/oom.h, with the VRAM_OOM_* options);
-                               NULL/"": none. A directory that cannot be
-                               created fails vram_pool_create (VRAM_EIO) */
+    int configured_listeners; /* attach what the configuration names
+                               (vramkit/listener.h): a trace of every event
+                               when VRAM_TRACE is set and, where
+                               libvramkit-observe is loaded, OOM reports when
+                               VRAM_OOM_DIR is (a directory that cannot be
+                               created fails vram_pool_create with VRAM_EIO);
+                               vram_pool_opts_init sets 1 */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).
@@ -121,9 +123,10 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
 
 /* Destroy a pool and give everything back to the backend. Refuses with
  * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
- * how many and their bytes. VRAM_EBACKEND means the pool is gone but the
- * backend refused to take some memory back (it is lost to the backend);
- * VRAM_EIO that the pool is gone but its trace could not be finished.
+ * how many and their bytes. Then every listener is detached. VRAM_EBACKEND
+ * means the pool is gone but the backend refused to take some memory back
+ * (it is lost to the backend); another error, that the pool is gone but a
+ * listener's detach failed (VRAM_EIO: its trace could not be finished).
  * NULL is accepted. */
 int vram_pool_destroy(vram_pool *pool);
 

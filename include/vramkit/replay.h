@@ -17,8 +17,9 @@ extern "C" {
 #endif
 
 typedef struct vram_replay_opts {
-    vram_pool_opts pool;   /* policy, granularity, retention... (backend: see below;
-                              oom_dir: OOM reports of the measured run only) */
+    vram_pool_opts pool;   /* policy, granularity, retention... (backend: see below) */
+    const char *oom_dir;   /* OOM reports of the measured run go here; NULL/"": none
+                              (vram_replay_opts_init: VRAM_OOM_DIR) */
     const char *backend;   /* built-in backend name; NULL: "sim" */
     uint64_t capacity;     /* backend capacity; 0: VRAM_CAPACITY */
     unsigned timing_runs;  /* timed repetitions of each side (median kept); 0: 5 */

@@ -8,8 +8,48 @@
 #include "backend_internal.h"
 #include "vramkit/config.h"
 
-static int wrap(const vram_backend_ops *ops, void *self, uint64_t capacity, uint64_t granularity,
-                vram_backend **out)
+static const struct {
+    const char *name;
+    int gpu;
+} types[] = {
+#define TYPE_ROW(NAME, name, gpu) {#name, gpu},
+    VRAM_BACKEND_TYPES(TYPE_ROW)
+#undef TYPE_ROW
+};
+
+const char *vram_backend_type_name(vram_backend_type t)
+{
+    return (unsigned)t < VRAM_BACKEND_TYPE_COUNT ? types[t].name : "?";
+}
+
+int vram_backend_type_parse(const char *name, vram_backend_type *out)
+{
+    for (unsigned t = 0; name && out && t < VRAM_BACKEND_TYPE_CUSTOM; t++) {
+        if (strcmp(types[t].name, name) == 0) {
+            *out = (vram_backend_type)t;
+            return 0;
+        }
+    }
+    return vram__fail(VRAM_EINVAL, "unknown backend \"%s\" (built in: sim, host, cuda, "
+                                   "cuda_async, vmm)", name ? name : "(null)");
+}
+
+int vram_backend_type_is_gpu(vram_backend_type t)
+{
+    return (unsigned)t < VRAM_BACKEND_TYPE_COUNT && types[t].gpu;
+}
+
+vram_backend_type vram_backend_type_of(const vram_backend *b)
+{
+    return b ? b->type : VRAM_BACKEND_TYPE_CUSTOM;
+}
+
+int vram_backend_is_gpu(const vram_backend *b) { return b && vram_backend_type_is_gpu(b->type); }
+
+vram_device *vram_backend_device(const vram_backend *b) { return b ? b->device : NULL; }
+
+static int wrap(const vram_backend_ops *ops, void *self, vram_backend_type type,
+                vram_device *device, uint64_t capacity, uint64_t granularity, vram_backend **out)
 {
     vram_backend *b = vram__calloc(1, sizeof *b);
     if (!b) {
@@ -19,16 +59,12 @@ static int wrap(const vram_backend_ops *ops, void *self, uint64_t capacity, uint
     }
     b->ops = ops;
     b->self = self;
+    b->type = type;
+    b->device = device;
     b->capacity = capacity;
     b->granularity = granularity;
     *out = b;
     return 0;
-}
-
-int vram_backend_is_gpu(const char *name)
-{
-    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda_async") == 0 ||
-                    strcmp(name, "vmm") == 0);
 }
 
 int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out)
@@ -49,21 +85,21 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
     if (capacity < gran)
         return vram__fail(VRAM_EINVAL, "capacity %llu is smaller than the granularity %llu",
                           (unsigned long long)capacity, (unsigned long long)gran);
+    vram_backend_type type = VRAM_BACKEND_TYPE_SIM;
+    if (name && (rc = vram_backend_type_parse(name, &type)))
+        return rc;
     const vram_backend_ops *ops;
     void *self;
-    if (!name || strcmp(name, "sim") == 0)
+    vram_device *device = NULL;
+    if (type == VRAM_BACKEND_TYPE_SIM)
         rc = vram__backend_sim_new(capacity, gran, &ops, &self);
-    else if (strcmp(name, "host") == 0)
+    else if (type == VRAM_BACKEND_TYPE_HOST)
         rc = vram__backend_host_new(capacity, gran, &ops, &self);
-    else if (vram_backend_is_gpu(name))
-        rc = vram__backend_gpu_new(name, opts, &ops, &self, &capacity, &gran);
     else
-        return vram__fail(VRAM_EINVAL,
-                          "unknown backend \"%s\" (built in: sim, host, cuda, cuda_async, vmm)",
-                          name);
+        rc = vram__backend_gpu_new(type, opts, &ops, &self, &device, &capacity, &gran);
     if (rc)
         return rc;
-    return wrap(ops, self, capacity, gran, out);
+    return wrap(ops, self, type, device, capacity, gran, out);
 }
 
 int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t capacity,
@@ -84,7 +120,7 @@ int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t
         (!ops->event_record || !ops->event_query || !ops->event_wait || !ops->event_release))
         return vram__fail(VRAM_EINVAL, "backend %s: events need record, query, wait and release",
                           ops->name ? ops->name : "?");
-    return wrap(ops, self, capacity, granularity, out);
+    return wrap(ops, self, VRAM_BACKEND_TYPE_CUSTOM, NULL, capacity, granularity, out);
 }
 
 int vram_backend_destroy(vram_backend *b)

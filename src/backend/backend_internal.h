@@ -11,6 +11,8 @@
 struct vram_backend {
     const vram_backend_ops *ops;
     void *self;
+    vram_backend_type type;
+    vram_device *device; /* GPU types: what it draws from */
     uint64_t capacity;
     uint64_t granularity;
     _Atomic uint64_t calls;
@@ -26,12 +28,13 @@ int vram__backend_sim_new(uint64_t capacity, uint64_t granularity,
 int vram__backend_host_new(uint64_t capacity, uint64_t granularity,
                            const vram_backend_ops **ops, void **self);
 
-/* The GPU backends ("cuda", "cuda_async", "vmm"; src/gpu, or src/nogpu where
- * the build has no CUDA): fill *ops, *self, and the device's capacity and
- * the granularity used (the device's minimum or a multiple of it). */
-int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
-                          const vram_backend_ops **ops, void **self, uint64_t *capacity,
-                          uint64_t *granularity);
+/* The GPU backends (cuda, cuda_async, vmm; src/gpu, or src/nogpu where
+ * the build has no CUDA): fill *ops, *self, the device drawn from, its
+ * capacity and the granularity used (the device's minimum or a multiple of
+ * it). */
+int vram__backend_gpu_new(vram_backend_type type, const vram_backend_opts *opts,
+                          const vram_backend_ops **ops, void **self, vram_device **device,
+                          uint64_t *capacity, uint64_t *granularity);
 
 /* Counted calls (each counts one backend call, success or not). */
 int vram__backend_segment_alloc(vram_backend *b, uint64_t size, vram_stream s, uint64_t *addr);

@@ -11,8 +11,8 @@
 #include <strings.h>
 
 #include "internal.h"
-#include "json_emit.h"
-#include "log_internal.h"
+#include "json_out.h"
+#include "vramkit/log.h"
 #include "vramkit/config.h"
 
 typedef enum { T_SIZE, T_DOUBLE, T_STRING, T_CHOICE } opt_type;
@@ -206,21 +206,22 @@ static const char *source_name(vram_config_source s)
 
 static int print_json(vram_write_fn write, void *ctx)
 {
-    cJSON *root = cJSON_CreateObject();
-    if (!root)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory building the configuration JSON");
+    vram_buffer b = {0};
+    vram__json j;
+    vram__json_begin(&j, &b);
+    vram__json_object(&j, NULL);
     for (size_t i = 0; i < N_OPTS; i++) {
-        cJSON *o = cJSON_AddObjectToObject(root, descs[i].name);
-        if (!o)
-            continue;
-        cJSON_AddStringToObject(o, "value", texts[i] ? texts[i] : "");
-        cJSON_AddStringToObject(o, "source", source_name(sources[i]));
         char var[64];
         snprintf(var, sizeof var, "VRAM_%s", descs[i].name);
-        cJSON_AddStringToObject(o, "env", var);
-        cJSON_AddStringToObject(o, "help", descs[i].help);
+        vram__json_object(&j, descs[i].name);
+        vram__json_str(&j, "value", texts[i] ? texts[i] : "");
+        vram__json_str(&j, "source", source_name(sources[i]));
+        vram__json_str(&j, "env", var);
+        vram__json_str(&j, "help", descs[i].help);
+        vram__json_end(&j);
     }
-    return vram__emit_json(root, write, ctx);
+    vram__json_end(&j);
+    return vram__json_flush(&b, vram__json_done(&j), write, ctx);
 }
 
 int vram_config_print(vram_write_fn write, void *ctx, int json)

@@ -1,10 +1,11 @@
 /* src/base/error.c - error codes, their names and texts, and the per-thread
- * sentence describing the last failure. */
+ * sentence describing the last failure: the one error channel every library
+ * of vramkit reports through (they set it with vram_set_error). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "vramkit/error.h"
 
 #define VRAM_ERROR_MSG_CAP 1024
 
@@ -40,37 +41,20 @@ const char *vram_last_error(void) { return last_error; }
 
 void vram_clear_error(void) { last_error[0] = '\0'; }
 
-int vram__fail(int code, const char *fmt, ...)
+int vram_set_errorv(int code, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
+    /* Formatted apart first: the arguments may point into last_error. */
+    char msg[VRAM_ERROR_MSG_CAP];
+    vsnprintf(msg, sizeof msg, fmt ? fmt : "", ap);
+    memcpy(last_error, msg, sizeof msg);
     return code;
 }
 
-int vram__fail_prefix(int code, const char *fmt, ...)
+int vram_set_error(int code, const char *fmt, ...)
 {
-    char prefix[VRAM_ERROR_MSG_CAP];
-    char old[VRAM_ERROR_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    vram_set_errorv(code, fmt, ap);
     va_end(ap);
-    memcpy(old, last_error, sizeof old);
-    size_t n = strnlen(prefix, sizeof prefix - 1);
-    memcpy(last_error, prefix, n);
-    size_t room = sizeof last_error - 1 - n;
-    size_t m = strnlen(old, room);
-    memcpy(last_error + n, old, m);
-    last_error[n + m] = '\0';
     return code;
 }
-
-void vram__error_save(vram__saved_error *s)
-{
-    _Static_assert(sizeof s->msg == VRAM_ERROR_MSG_CAP, "a saved error holds a whole sentence");
-    snprintf(s->msg, sizeof s->msg, "%s", last_error);
-}
-
-int vram__error_restore(const vram__saved_error *s, int code) { return vram__fail(code, "%s", s->msg); }

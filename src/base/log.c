@@ -1,10 +1,12 @@
 /* src/base/log.c - the library's log: a level from the configuration and a
- * handler (standard error unless the application installs its own). */
+ * handler (standard error unless the application installs its own). Every
+ * library of vramkit logs through vram_log, so lines go to one place. */
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "log_internal.h"
+#include "internal.h"
 #include "vramkit/config.h"
+#include "vramkit/log.h"
 
 static vram_log_fn log_handler;
 static void *log_ctx;
@@ -24,22 +26,27 @@ void vram_log_set_handler(vram_log_fn fn, void *ctx)
     log_ctx = ctx;
 }
 
-int vram__log_enabled(vram_log_level level)
+int vram_log_enabled(vram_log_level level)
 {
     return (int)level <= vram_config_get()->log_level;
 }
 
-void vram__log(vram_log_level level, const char *fmt, ...)
+void vram_logv(vram_log_level level, const char *fmt, va_list ap)
 {
-    if (!vram__log_enabled(level))
+    if (!vram_log_enabled(level))
         return;
     char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
+    vsnprintf(line, sizeof line, fmt ? fmt : "", ap);
     if (log_handler)
         log_handler(log_ctx, level, line);
     else
         fprintf(stderr, "vramkit: %s: %s\n", vram_log_level_name(level), line);
+}
+
+void vram_log(vram_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vram_logv(level, fmt, ap);
+    va_end(ap);
 }

@@ -57,7 +57,6 @@ static int make_pool(vram_engine *e)
     vram_pool_opts_init(&po);
     po.name = "engine";
     po.backend = e->own_backend;
-    po.trace_path = NULL;
     rc = vram_pool_create(&po, &e->pool);
     if (rc) {
         vram_backend_destroy(e->own_backend);
@@ -288,10 +287,10 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     int rc = 0;
     if (o.pool) {
         e->pool = o.pool;
-        const char *bname = vram_backend_name(vram_pool_backend(o.pool));
-        if (!ex->backend_ok(bname))
+        const vram_backend *b = vram_pool_backend(o.pool);
+        if (!ex->backend_ok(b))
             rc = vram__fail(VRAM_EINVAL, "the %s executor cannot use a pool on the '%s' backend",
-                            ex->name, bname);
+                            ex->name, vram_backend_name(b));
     } else {
         rc = make_pool(e);
         if (!rc && e->owner != VRAM_OWNER_DEFAULT)

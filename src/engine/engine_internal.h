@@ -122,8 +122,8 @@ typedef struct vram__exec_ops {
     const char *name;
     const char *own_backend;    /* of the pool an engine makes when given none */
     uint64_t workspace_default; /* the workspace limit unless one is given */
-    /* Whether the engine's pool may be on this backend (name). */
-    int (*backend_ok)(const char *backend);
+    /* Whether the engine's pool may be on this backend. */
+    int (*backend_ok)(const vram_backend *backend);
     /* After lowering and planning, before the weights go up: set up what the
      * steps need (descriptors, algorithms) and set e->workspace_bytes. */
     int (*engine_init)(vram_engine *e);

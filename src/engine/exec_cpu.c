@@ -158,7 +158,10 @@ static int exec_run(vram_context *ctx)
     return 0;
 }
 
-static int backend_ok(const char *backend) { return !strcmp(backend, "host"); }
+static int backend_ok(const vram_backend *b)
+{
+    return vram_backend_type_of(b) == VRAM_BACKEND_TYPE_HOST;
+}
 
 static int engine_init(vram_engine *e)
 {

@@ -79,10 +79,11 @@ void vram__gpu_backend_free(vram__gpu_backend *g)
     free(g);
 }
 
-int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
-                          const vram_backend_ops **ops, void **self, uint64_t *capacity,
-                          uint64_t *granularity)
+int vram__backend_gpu_new(vram_backend_type type, const vram_backend_opts *opts,
+                          const vram_backend_ops **ops, void **self, vram_device **device,
+                          uint64_t *capacity, uint64_t *granularity)
 {
+    const char *name = vram_backend_type_name(type);
     vram__gpu_backend *g = vram__calloc(1, sizeof *g);
     if (!g)
         return VRAM_EHOSTMEM;
@@ -116,9 +117,9 @@ int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
                           "backend %s: granularity %llu is not a multiple of the device's %llu",
                           name, (unsigned long long)want, (unsigned long long)info.granularity);
     }
-    if (strcmp(name, "cuda") == 0)
+    if (type == VRAM_BACKEND_TYPE_CUDA)
         rc = vram__gpu_cuda_init(g, ops);
-    else if (strcmp(name, "cuda_async") == 0)
+    else if (type == VRAM_BACKEND_TYPE_CUDA_ASYNC)
         rc = vram__gpu_async_init(g, ops);
     else
         rc = vram__gpu_vmm_init(g, ops);
@@ -127,14 +128,8 @@ int vram__backend_gpu_new(const char *name, const vram_backend_opts *opts,
         return rc;
     }
     *self = g;
+    *device = g->dev;
     *capacity = info.total_bytes;
     *granularity = g->granularity;
     return 0;
-}
-
-vram_device *vram__backend_gpu_device(const vram_backend *b)
-{
-    if (!b || !vram_backend_is_gpu(vram_backend_name(b)))
-        return NULL;
-    return ((const vram__gpu_backend *)b->self)->dev;
 }

@@ -35,9 +35,6 @@ int vram__gpu_event_wait(void *self, void *event);
 void vram__gpu_event_release(void *self, void *event);
 void vram__gpu_backend_free(vram__gpu_backend *g);
 
-/* The device a GPU backend draws from (NULL for any other backend). */
-vram_device *vram__backend_gpu_device(const vram_backend *b);
-
 /* The variants: finish setting up `g` (device bound) and name their table. */
 int vram__gpu_cuda_init(vram__gpu_backend *g, const vram_backend_ops **ops);
 int vram__gpu_async_init(vram__gpu_backend *g, const vram_backend_ops **ops);

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "device_internal.h"
 #include "vramkit/config.h"
 
@@ -124,7 +125,7 @@ int vram_device_open(int index, const vram_device_opts *opts, vram_device **out)
     }
     registry[index] = dev;
     pthread_mutex_unlock(&registry_lock);
-    vram__log(VRAM_LOG_INFO, "device %d: primary context retained", index);
+    vram_log(VRAM_LOG_INFO, "device %d: primary context retained", index);
     *out = dev;
     return 0;
 }

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "base/json_out.h"
+#include "vramkit/log.h"
 #include "vramkit/backend.h"
 #include "vramkit/config.h"
 #include "vramkit/device.h"
@@ -62,7 +62,7 @@ static const char *torch_backend_name(void)
     for (size_t i = 0; i < VRAM__ARRAY_LEN(gpu); i++)
         if (n == strlen(gpu[i]) && !strncmp(p, gpu[i], n))
             return gpu[i];
-    vram__log(VRAM_LOG_INFO, "VRAM_BACKEND is \"%.*s\", not a GPU backend: PyTorch's memory "
+    vram_log(VRAM_LOG_INFO, "VRAM_BACKEND is \"%.*s\", not a GPU backend: PyTorch's memory "
                              "comes from vmm", (int)n, p ? p : "");
     return "vmm";
 }
@@ -118,7 +118,7 @@ static int setup_device(int device, torch_slot *s, vram_pool **out)
     if (!rc) {
         vram_pool_opts po;
         if (vram_pool_opts_init(&po))
-            vram__log(VRAM_LOG_WARN, "PyTorch allocator on device %d: %s (its default is used)",
+            vram_log(VRAM_LOG_WARN, "PyTorch allocator on device %d: %s (its default is used)",
                       device, vram_last_error());
         char name[32];
         snprintf(name, sizeof name, "torch:%d", device);
@@ -142,7 +142,7 @@ static int setup_device(int device, torch_slot *s, vram_pool **out)
     }
     s->dev = dev;
     s->backend = backend;
-    vram__log(VRAM_LOG_INFO, "PyTorch allocator on device %d: pool \"%s\", backend %s, policy %s",
+    vram_log(VRAM_LOG_INFO, "PyTorch allocator on device %d: pool \"%s\", backend %s, policy %s",
               device, vram_pool_name(pool), vram_backend_name(backend),
               vram_policy_name(vram_pool_policy(pool)));
     *out = pool;
@@ -181,20 +181,20 @@ void *vram_torch_malloc(ssize_t size, int device, void *stream)
     if (VRAM__UNLIKELY(device < 0 || device >= VRAM_TORCH_DEVICES)) {
         vram__fail(VRAM_EINVAL, "PyTorch allocator: device %d is out of range (0..%d)", device,
                    VRAM_TORCH_DEVICES - 1);
-        vram__log(VRAM_LOG_ERROR, "%s", vram_last_error());
+        vram_log(VRAM_LOG_ERROR, "%s", vram_last_error());
         return NULL;
     }
     vram_pool *pool = atomic_load_explicit(&slots[device].pool, memory_order_acquire);
     void *ptr = NULL;
     if (VRAM__UNLIKELY(!pool) && !(pool = torch_setup(device))) {
-        vram__log(VRAM_LOG_ERROR, "PyTorch's allocation of %zd bytes on device %d failed: %s",
+        vram_log(VRAM_LOG_ERROR, "PyTorch's allocation of %zd bytes on device %d failed: %s",
                   size, device, vram_last_error());
         return NULL;
     }
     /* PyTorch passes a size_t: a "negative" size is a huge request the pool refuses. */
     if (VRAM__UNLIKELY(vram_pool_alloc(pool, (uint64_t)(size_t)size, VRAM_OWNER_DEFAULT,
                                        VRAM_KIND_OTHER, stream, &ptr))) {
-        vram__log(VRAM_LOG_ERROR, "PyTorch's allocation of %zu bytes on device %d failed: %s",
+        vram_log(VRAM_LOG_ERROR, "PyTorch's allocation of %zu bytes on device %d failed: %s",
                   (size_t)size, device, vram_last_error());
         return NULL;
     }
@@ -212,11 +212,11 @@ void vram_torch_free(void *ptr, ssize_t size, int device, void *stream)
     if (VRAM__UNLIKELY(!pool)) {
         vram__fail(VRAM_ENOTALLOC, "PyTorch freed %p on device %d, where vramkit has no pool",
                    ptr, device);
-        vram__log(VRAM_LOG_ERROR, "%s", vram_last_error());
+        vram_log(VRAM_LOG_ERROR, "%s", vram_last_error());
         return;
     }
     if (VRAM__UNLIKELY(vram_pool_free(pool, ptr, stream)))
-        vram__log(VRAM_LOG_ERROR, "PyTorch's free of %p on device %d failed: %s", ptr, device,
+        vram_log(VRAM_LOG_ERROR, "PyTorch's free of %p on device %d failed: %s", ptr, device,
                   vram_last_error());
 }
 
@@ -231,31 +231,36 @@ static void no_pool_reason(int device, char *buf, size_t cap)
     pthread_mutex_unlock(&setup_lock);
 }
 
-static void add_ready_fields(cJSON *o, torch_slot *s, vram_pool *pool, const vram_pool_stats *st)
+static void add_ready_fields(vram__json *j, torch_slot *s, vram_pool *pool,
+                             const vram_pool_stats *st)
 {
-    cJSON_AddStringToObject(o, "pool", vram_pool_name(pool));
-    cJSON_AddStringToObject(o, "backend", vram_backend_name(s->backend));
-    cJSON_AddStringToObject(o, "policy", vram_policy_name(vram_pool_policy(pool)));
+    vram__json_str(j, "pool", vram_pool_name(pool));
+    vram__json_str(j, "backend", vram_backend_name(s->backend));
+    vram__json_str(j, "policy", vram_policy_name(vram_pool_policy(pool)));
     if (vram_pool_policy(pool) == VRAM_POLICY_VMM) { /* what the segments policy ignores */
-        cJSON_AddNumberToObject(o, "headroom", s->headroom);
-        cJSON_AddNumberToObject(o, "retain_ratio", s->retain_ratio);
+        vram__json_f64(j, "headroom", s->headroom);
+        vram__json_f64(j, "retain_ratio", s->retain_ratio);
     }
-#define ADD_STAT(field, type, help) cJSON_AddNumberToObject(o, #field, (double)st->field);
+#define ADD_U64(field) vram__json_u64(j, #field, st->field)
+#define ADD_F64(field) vram__json_f64(j, #field, st->field)
+#define ADD_STAT(field, type, help) ADD_##type(field);
     VRAM_POOL_STATS(ADD_STAT)
 #undef ADD_STAT
+#undef ADD_F64
+#undef ADD_U64
     vram_backend_stats bs;
     vram_backend_stats_get(s->backend, &bs);
-    cJSON_AddNumberToObject(o, "backend_held_bytes", (double)bs.held_bytes);
-    cJSON_AddNumberToObject(o, "backend_peak_held_bytes", (double)bs.peak_held_bytes);
-    cJSON_AddNumberToObject(o, "backend_granularity_bytes", (double)bs.granularity);
+    vram__json_u64(j, "backend_held_bytes", bs.held_bytes);
+    vram__json_u64(j, "backend_peak_held_bytes", bs.peak_held_bytes);
+    vram__json_u64(j, "backend_granularity_bytes", bs.granularity);
     vram_device_info info;
     if (vram_device_info_get(s->dev, &info) == 0) {
-        cJSON_AddStringToObject(o, "device_name", info.name);
-        cJSON_AddNumberToObject(o, "device_total_bytes", (double)info.total_bytes);
-        cJSON_AddNumberToObject(o, "device_free_bytes", (double)info.free_bytes);
-        cJSON_AddNumberToObject(o, "stack_limit_bytes", (double)info.stack_limit);
+        vram__json_str(j, "device_name", info.name);
+        vram__json_u64(j, "device_total_bytes", info.total_bytes);
+        vram__json_u64(j, "device_free_bytes", info.free_bytes);
+        vram__json_u64(j, "stack_limit_bytes", info.stack_limit);
     } else {
-        cJSON_AddStringToObject(o, "device_error", vram_last_error());
+        vram__json_str(j, "device_error", vram_last_error());
     }
 }
 
@@ -276,33 +281,34 @@ int vram_torch_stats_json(int device, char *buf, size_t cap)
         if (rc)
             return rc;
     }
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory building the statistics of device %d",
-                          device);
-    cJSON_AddNumberToObject(o, "device", device);
-    cJSON_AddBoolToObject(o, "ready", pool != NULL);
+    vram_buffer text = {0};
+    vram__json j;
+    vram__json_begin(&j, &text);
+    vram__json_object(&j, NULL);
+    vram__json_i64(&j, "device", device);
+    vram__json_bool(&j, "ready", pool != NULL);
     if (pool) {
-        add_ready_fields(o, s, pool, &st);
+        add_ready_fields(&j, s, pool, &st);
     } else {
         char why[sizeof s->error];
         no_pool_reason(device, why, sizeof why);
-        cJSON_AddStringToObject(o, "error", why);
+        vram__json_str(&j, "error", why);
     }
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory printing the statistics of device %d",
-                          device);
-    size_t need = strlen(text) + 1;
+    vram__json_end(&j);
+    int rc = vram__json_done(&j);
+    if (rc) {
+        vram_buffer_free(&text);
+        return vram__fail_prefix(rc, "the statistics of device %d: ", device);
+    }
+    size_t need = text.len + 1;
     if (need > cap) {
-        cJSON_free(text);
+        vram_buffer_free(&text);
         return vram__fail(VRAM_ELIMIT,
                           "the statistics of device %d need a buffer of %zu bytes; it has %zu",
                           device, need, cap);
     }
-    memcpy(buf, text, need);
-    cJSON_free(text);
+    memcpy(buf, text.data, need);
+    vram_buffer_free(&text);
     return 0;
 }
 

@@ -1,16 +1,16 @@
 /* src/mem/pool.c - the pool's public calls: creation and destruction,
- * allocation and free (with budgets, accounting and the trace), trim, block
- * lookup, and the names of kinds and policies. Every call takes the pool's
- * lock; the work under it is bookkeeping on the host. */
+ * allocation and free (budgets, accounting, telling the listeners), trim,
+ * block lookup, and the names of kinds and policies. Every call takes the
+ * pool's lock; the work under it is bookkeeping on the host. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "pool_internal.h"
 #include "vramkit/config.h"
-#include "vramkit/oom.h"
 
 static const char *const kind_names[] = {
 #define KIND_NAME(NAME, name) #name,
@@ -72,8 +72,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .large_round = c->large_round,
         .segment_small = c->segment_small,
         .segment_medium = c->segment_medium,
-        .trace_path = c->trace,
-        .oom_dir = c->oom_dir,
+        .configured_listeners = 1,
     };
     return rc;
 }
@@ -134,9 +133,6 @@ static void pool_free_host(vram_pool *p)
         sp = n;
     }
     p->spans = NULL;
-    vram__pool_oom_destroy(p);
-    if (p->trace)
-        vram_trace_writer_close(p->trace);
     vram__streams_destroy(p);
     vram__owners_destroy(p);
     vram__block_slab_destroy(&p->slab);
@@ -157,12 +153,13 @@ static void pool_free_host(vram_pool *p)
  * says why it failed (cleanup calls the backend, which resets it). */
 static int create_failed(vram_pool *p, int rc)
 {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", vram_last_error());
+    vram__saved_error why;
+    vram__error_save(&why);
     if (p->policy == VRAM_POLICY_VMM)
         vram__vmm_destroy(p);
+    vram__listeners_detach_all(p);
     pool_free_host(p);
-    return vram__fail(rc, "%s", why);
+    return vram__error_restore(&why, rc);
 }
 
 int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
@@ -232,17 +229,11 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         if (rc)
             return create_failed(p, rc);
     }
-    if (opts->trace_path && *opts->trace_path) {
-        rc = vram_trace_writer_open(opts->trace_path, &p->trace);
-        if (rc)
-            return create_failed(p, rc);
-    }
-    if (opts->oom_dir && *opts->oom_dir) {
-        /* The one call upwards, to src/observe: reports without code changes. */
-        vram_oom_opts oo;
-        vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
-        oo.directory = opts->oom_dir;
-        rc = vram_pool_oom_watch(p, &oo);
+    if (opts->configured_listeners) {
+        /* Core's own (a trace), then what the layers above registered. */
+        rc = vram__pool_trace_configured(p);
+        if (!rc)
+            rc = vram__pool_hooks_run(p);
         if (rc)
             return create_failed(p, rc);
     }
@@ -270,39 +261,29 @@ int vram_pool_destroy(vram_pool *p)
     } else {
         rc = vram__segments_trim(p, NULL);
         if (rc)
-            vram__log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to free a segment: %s",
+            vram_log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to free a segment: %s",
                       p->name, vram_last_error());
     }
     vram__pool_unlock(p);
-    int trace_rc = p->trace ? vram_trace_writer_close(p->trace) : 0;
-    p->trace = NULL;
+    int detach_rc = vram__listeners_detach_all(p);
     pool_free_host(p);
     if (rc)
         return vram__fail(VRAM_EBACKEND,
                           "pool destroyed, but the backend refused to take back some memory");
-    if (trace_rc)
-        return vram__fail_prefix(VRAM_EIO, "pool destroyed, but its trace is incomplete: ");
+    if (detach_rc)
+        return vram__fail_prefix(detach_rc, "pool destroyed, but ");
     return 0;
 }
 
-/* A small number per calling thread, for the trace's Thread column. */
-static uint32_t thread_ordinal(void)
+/* Tell the listeners of an event (lock held); what they ask for after the
+ * lock goes into *pend. */
+static void notify(vram_pool *p, vram_event_type t, int error, uint64_t addr, uint64_t size,
+                   vram_owner owner, vram_kind kind, vram_stream s, vram__pending *pend)
 {
-    static _Atomic uint32_t next;
-    static _Thread_local uint32_t mine;
-    if (!mine)
-        mine = atomic_fetch_add(&next, 1) + 1;
-    return mine - 1;
-}
-
-static void trace_event(vram_pool *p, vram_trace_action a, uint64_t ptr, uint64_t size,
-                        vram_stream s)
-{
-    if (vram_trace_writer_event(p->trace, a, thread_ordinal(), ptr, size, (uint64_t)(uintptr_t)s)) {
-        vram__log(VRAM_LOG_ERROR, "pool \"%s\": trace stopped: %s", p->name, vram_last_error());
-        vram_trace_writer_close(p->trace);
-        p->trace = NULL;
-    }
+    vram_event ev = {.type = t, .error = error, .addr = addr, .size = size, .owner = owner,
+                     .kind = kind, .stream = s,
+                     .message = t == VRAM_EVENT_REFUSE ? vram_last_error() : NULL};
+    vram__listeners_notify(p, &ev, pend);
 }
 
 static inline void usage_alloc(vram__usage *u, uint64_t size)
@@ -322,7 +303,7 @@ static inline void usage_free(vram__usage *u, uint64_t size)
 }
 
 static int refuse(vram_pool *p, int rc, uint64_t size, vram_owner owner, vram_kind kind,
-                  vram_stream s)
+                  vram_stream s, vram__pending *pend)
 {
     p->st.failed_allocs_total++;
     if (owner < p->n_owners)
@@ -331,10 +312,8 @@ static int refuse(vram_pool *p, int rc, uint64_t size, vram_owner owner, vram_ki
         p->kinds[kind].failed_allocs_total++;
     if (rc == VRAM_EBUDGET)
         p->st.budget_failures_total++;
-    if (p->trace)
-        trace_event(p, VRAM_TRACE_ALLOC_FAIL, 0, size, s);
-    if (p->ring)
-        vram__ring_note(p, VRAM__EV_ALLOC_FAIL, 0, size, owner < p->n_owners ? owner : 0, kind, s);
+    if (vram__pool_listens(p, VRAM_EVENT_REFUSE))
+        notify(p, VRAM_EVENT_REFUSE, rc, 0, size, owner < p->n_owners ? owner : 0, kind, s, pend);
     return rc;
 }
 
@@ -373,7 +352,7 @@ static int trim_locked(vram_pool *p, uint64_t *released)
 }
 
 static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kind,
-                        vram_stream s, void **ptr)
+                        vram_stream s, void **ptr, vram__pending *pend)
 {
     if (!size)
         return vram__fail(VRAM_EINVAL, "pool \"%s\": allocation of 0 bytes", p->name);
@@ -389,7 +368,7 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         return refuse(p, vram__fail(VRAM_ENOMEM, "pool \"%s\": request of %llu bytes is larger "
                                                  "than any device",
                                     p->name, (unsigned long long)size),
-                      size, owner, kind, s);
+                      size, owner, kind, s, pend);
     vram__owner *o = &p->owners[owner];
     if (o->budget && size > o->budget - (o->u.live_bytes < o->budget ? o->u.live_bytes : o->budget)) {
         char a[32], l[32], b[32];
@@ -397,7 +376,7 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
                         o->name, vram__fmt_bytes(a, sizeof a, size),
                         vram__fmt_bytes(l, sizeof l, o->u.live_bytes),
                         vram__fmt_bytes(b, sizeof b, o->budget));
-        return refuse(p, rc, size, owner, kind, s);
+        return refuse(p, rc, size, owner, kind, s, pend);
     }
     if (vram__u64map_reserve(&p->live, p->live.count + 1))
         return VRAM_EHOSTMEM;
@@ -425,7 +404,7 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     if (rc) {
         if (rc == VRAM_ENOMEM || rc == VRAM_EBACKEND)
             out_of_memory(p, rc, size, owner, kind, s);
-        return refuse(p, rc, size, owner, kind, s);
+        return refuse(p, rc, size, owner, kind, s, pend);
     }
     b->requested = size;
     b->owner = owner;
@@ -444,10 +423,8 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     st->hist_live[h]++;
     usage_alloc(&o->u, size);
     usage_alloc(&p->kinds[kind], size);
-    if (p->trace)
-        trace_event(p, VRAM_TRACE_ALLOC, b->addr, size, s);
-    if (VRAM__UNLIKELY(p->ring != NULL))
-        vram__ring_note(p, VRAM__EV_ALLOC, b->addr, size, owner, kind, s);
+    if (vram__pool_listens(p, VRAM_EVENT_ALLOC))
+        notify(p, VRAM_EVENT_ALLOC, 0, b->addr, size, owner, kind, s, pend);
     *ptr = (void *)(uintptr_t)b->addr;
     return 0;
 }
@@ -458,14 +435,14 @@ int vram_pool_alloc(vram_pool *p, uint64_t size, vram_owner owner, vram_kind kin
     if (!p || !ptr)
         return vram__fail(VRAM_EINVAL, "vram_pool_alloc: pool and ptr are required");
     *ptr = NULL;
+    vram__pending pend;
+    pend.n = 0;
+    pend.state = NULL;
     vram__pool_lock(p);
-    int rc = alloc_locked(p, size, owner, kind, s, ptr);
-    vram__oom_capture *cap = NULL;
-    if (VRAM__UNLIKELY(rc != 0) && p->oom.admit)
-        cap = vram__oom_capture_take(p, rc, size, owner, kind, s);
+    int rc = alloc_locked(p, size, owner, kind, s, ptr, &pend);
     vram__pool_unlock(p);
-    if (VRAM__UNLIKELY(cap != NULL)) /* the report, outside the lock */
-        vram__oom_fire(p, cap);
+    if (VRAM__UNLIKELY(pend.n != 0)) /* the listeners' report steps, outside the lock */
+        vram__listeners_report(p, &pend, rc);
     return rc;
 }
 
@@ -502,12 +479,15 @@ int vram_pool_free(vram_pool *p, void *ptr, vram_stream s)
     st->hist_live[vram__hist_bucket(b->requested)]--;
     usage_free(&p->owners[b->owner].u, b->requested);
     usage_free(&p->kinds[b->kind], b->requested);
-    if (p->trace)
-        trace_event(p, VRAM_TRACE_FREE, addr, b->requested, s);
-    if (VRAM__UNLIKELY(p->ring != NULL))
-        vram__ring_note(p, VRAM__EV_FREE, addr, b->requested, b->owner, (vram_kind)b->kind, s);
+    vram__pending pend;
+    pend.n = 0;
+    pend.state = NULL;
+    if (vram__pool_listens(p, VRAM_EVENT_FREE))
+        notify(p, VRAM_EVENT_FREE, 0, addr, b->requested, b->owner, (vram_kind)b->kind, s, &pend);
     vram__stream_defer(p, ss, b);
     vram__pool_unlock(p);
+    if (VRAM__UNLIKELY(pend.n != 0))
+        vram__listeners_report(p, &pend, 0);
     return 0;
 }
 

@@ -11,10 +11,10 @@
 #include "backend/backend_internal.h"
 #include "base/u64map.h"
 #include "block.h"
-#include "oom_hook.h"
 #include "tlsf.h"
 #include "vramkit/pool.h"
 #include "vramkit/stats.h"
+#include "vramkit/listener.h"
 #include "vramkit/trace.h"
 
 #define VRAM__REGIONS 2 /* 0: small requests, 1: large ones (vmm: reserved ranges) */
@@ -70,6 +70,36 @@ typedef struct vram__vmm_region {
 } vram__vmm_region;
 
 enum { VRAM__SOLO_MARKS = 16 };
+
+/* listener.c: an attached listener. */
+typedef struct vram__listener_slot {
+    vram_listener l;
+    uint32_t id;
+    unsigned inflight; /* its on_report steps running outside the lock */
+    int removing;      /* being removed: hears no more events */
+} vram__listener_slot;
+
+/* The report steps one pool call owes, kept on the caller's stack. */
+typedef struct vram__pending_report {
+    vram_listener l;
+    uint32_t id;
+    void *note;
+} vram__pending_report;
+
+typedef struct vram__pending {
+    size_t n;
+    vram__pending_report item[VRAM_LISTENERS_MAX];
+    vram_event ev;          /* a copy of the event */
+    char message[1024];     /* its sentence */
+    vram_pool_state *state; /* captured for VRAM_LISTENER_STATE, or NULL */
+} vram__pending;
+
+/* A captured state and what it points to (state first). */
+typedef struct vram__state_capture {
+    vram_pool_state state;
+    vram_owner_state *owners;
+    vram_buffer snapshot;
+} vram__state_capture;
 
 struct vram_pool {
     pthread_mutex_t lock;
@@ -132,16 +162,15 @@ struct vram_pool {
     vram__usage kinds[VRAM_KIND_COUNT];
 
     vram_pool_stats st; /* counters; largest free and fragmentation are computed */
-    vram_trace_writer *trace;
 
-    /* OOM report (oom_hook.c): the hook, report steps in flight outside the
-     * lock, and the ring of the last events (NULL: none kept). */
-    vram__oom_hook oom;
-    unsigned oom_inflight;
-    vram__ring_event *ring;
-    uint32_t ring_cap;
-    uint32_t ring_next;  /* where the next event goes */
-    uint64_t ring_total; /* events recorded since the ring was set up */
+    /* Listeners (listener.c), in the order they were attached; listen_mask
+     * is the union of the event types they hear (0: none, the hot path's
+     * only test). */
+    vram__listener_slot listeners[VRAM_LISTENERS_MAX];
+    size_t n_listeners;
+    uint32_t next_listener_id;
+    uint32_t listen_mask;
+    uint32_t trace_id; /* the listener of vram_pool_trace_start, 0: none */
 };
 
 static inline int vram__pool_lock(vram_pool *p) { return pthread_mutex_lock(&p->lock); }
@@ -236,6 +265,26 @@ uint64_t vram__streams_wait_all(vram_pool *p);
 int vram__streams_flush_all(vram_pool *p, int force);
 void vram__streams_destroy(vram_pool *p);
 
+/* listener.c. notify: tell the listeners of `ev` (lock held), collecting
+ * the report steps they ask for in `pend` (n = 0 and state = NULL on the
+ * first call); report: run them after the lock is released, then return
+ * `rc` with the thread's last error as it was. */
+void vram__listeners_notify(vram_pool *p, vram_event *ev, vram__pending *pend);
+void vram__listeners_report(vram_pool *p, vram__pending *pend, int rc);
+static inline int vram__pool_listens(const vram_pool *p, vram_event_type t)
+{
+    return VRAM__UNLIKELY((p->listen_mask & VRAM_EVENT_BIT(t)) != 0);
+}
+/* At destroy (no other thread may use the pool): every on_detach, in
+ * reverse order; the first error. */
+int vram__listeners_detach_all(vram_pool *p);
+/* The pool whose on_event this thread is in, or NULL. */
+vram_pool *vram__listener_current(void);
+/* Run the process's pool hooks on a new pool; the first error. */
+int vram__pool_hooks_run(vram_pool *p);
+/* trace_listener.c: the trace VRAM_TRACE names, for a new pool. */
+int vram__pool_trace_configured(vram_pool *p);
+
 /* owners.c */
 int vram__owner_add(vram_pool *p, const char *name, uint64_t budget, vram_owner *out);
 void vram__owners_destroy(vram_pool *p);
@@ -244,6 +293,8 @@ void vram__owners_destroy(vram_pool *p);
 unsigned vram__hist_bucket(uint64_t size);
 void vram__usage_to_stats(const vram__usage *u, uint64_t budget, vram_usage_stats *out);
 uint64_t vram__pool_largest_free(vram_pool *p);
+/* The statistics with free, largest free and fragmentation computed. */
+void vram__pool_fill_stats(vram_pool *p, vram_pool_stats *out);
 /* Free reserved bytes in no block (live or pending). */
 uint64_t vram__pool_free_bytes(const vram_pool *p);
 

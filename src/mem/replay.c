@@ -12,6 +12,7 @@
 #include "pool_internal.h"
 #include "vramkit/config.h"
 #include "vramkit/device.h"
+#include "vramkit/oom.h"
 #include "vramkit/replay.h"
 
 int vram_replay_opts_init(vram_replay_opts *o)
@@ -19,7 +20,8 @@ int vram_replay_opts_init(vram_replay_opts *o)
     memset(o, 0, sizeof *o);
     int rc = vram_pool_opts_init(&o->pool);
     o->pool.name = "replay";
-    o->pool.trace_path = NULL;
+    o->pool.configured_listeners = 0; /* the measured run's OOM watch is the replay's own */
+    o->oom_dir = vram_config_get()->oom_dir;
     o->backend = "sim";
     o->timing_runs = 5;
     return rc;
@@ -34,7 +36,8 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* Only the measured run's pool (`measured`) writes OOM reports (oom_dir):
- * the timed runs repeat the same refusals. */
+ * the timed runs repeat the same refusals. The pool's options never attach
+ * configured listeners: a trace or a second watch would time them too. */
 static int make_pool(const run_ctx *c, const vram_replay_opts *o, int measured, vram_pool **out)
 {
     vram_backend *b;
@@ -45,9 +48,21 @@ static int make_pool(const run_ctx *c, const vram_replay_opts *o, int measured, 
         return rc;
     vram_pool_opts po = o->pool;
     po.backend = b;
-    if (!measured)
-        po.oom_dir = NULL;
+    po.configured_listeners = 0;
     rc = vram_pool_create(&po, out);
+    if (!rc && measured && o->oom_dir && *o->oom_dir) {
+        vram_oom_opts oo;
+        vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
+        oo.directory = o->oom_dir;
+        rc = vram_pool_oom_watch(*out, &oo);
+        if (rc) {
+            vram__saved_error err;
+            vram__error_save(&err);
+            vram_pool_destroy(*out);
+            *out = NULL;
+            vram__error_restore(&err, rc);
+        }
+    }
     if (rc) {
         vram_backend_destroy(b);
         return rc;
@@ -238,7 +253,10 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
     uint64_t *theirs = vram__calloc(runs, sizeof *theirs);
     uint64_t *warm = vram__calloc(runs, sizeof *warm);
     int rc = c.ptrs && c.streams && ours && theirs && warm ? 0 : VRAM_EHOSTMEM;
-    if (!rc && vram_backend_is_gpu(o->backend))
+    vram_backend_type type = VRAM_BACKEND_TYPE_SIM;
+    if (!rc && o->backend)
+        rc = vram_backend_type_parse(o->backend, &type);
+    if (!rc && vram_backend_type_is_gpu(type))
         rc = vram_device_open((int)vram_config_get()->device, NULL, &c.dev);
     size_t acquired = 0;
     for (size_t i = 0; !rc && i < t->n_streams; i++) {

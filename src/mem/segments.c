@@ -3,7 +3,8 @@
  * share medium segments, large requests get a segment of their own rounded
  * to the granularity; free segments go back to the backend on trim or when
  * the backend runs out of memory. */
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "pool_internal.h"
 
 static uint64_t segment_size(const vram_pool *p, uint64_t size, int region)

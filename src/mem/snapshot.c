@@ -7,38 +7,30 @@
 
 #include "json_internal.h"
 
-static cJSON *hex(uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
-    return cJSON_CreateString(buf);
-}
-
 static const char *state_name(int state)
 {
     return state == VRAM__LIVE ? "live" : state == VRAM__PENDING ? "pending" : "free";
 }
 
-static void add_block(vram_pool *p, cJSON *arr, const vram__block *b, uint64_t addr, uint64_t size)
+static void add_block(vram_pool *p, vram__json *j, const vram__block *b, uint64_t addr,
+                      uint64_t size)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return;
-    cJSON_AddItemToObject(o, "address", hex(addr));
-    cJSON_AddNumberToObject(o, "size", (double)size);
-    cJSON_AddStringToObject(o, "state", state_name(b->state));
+    vram__json_object(j, NULL);
+    vram__json_hex(j, "address", addr);
+    vram__json_u64(j, "size", size);
+    vram__json_str(j, "state", state_name(b->state));
     if (b->state != VRAM__FREE) {
-        cJSON_AddNumberToObject(o, "requested", (double)(b->state == VRAM__LIVE ? b->requested : 0));
-        cJSON_AddStringToObject(o, "owner", p->owners[b->owner].name);
-        cJSON_AddStringToObject(o, "kind", vram_kind_name((vram_kind)b->kind));
-        cJSON_AddItemToObject(o, "stream", hex((uint64_t)(uintptr_t)b->stream));
+        vram__json_u64(j, "requested", b->state == VRAM__LIVE ? b->requested : 0);
+        vram__json_str(j, "owner", p->owners[b->owner].name);
+        vram__json_str(j, "kind", vram_kind_name((vram_kind)b->kind));
+        vram__json_hex(j, "stream", (uint64_t)(uintptr_t)b->stream);
     } else {
-        cJSON_AddNumberToObject(o, "requested", 0);
-        cJSON_AddNullToObject(o, "owner");
-        cJSON_AddNullToObject(o, "kind");
-        cJSON_AddNullToObject(o, "stream");
+        vram__json_u64(j, "requested", 0);
+        vram__json_null(j, "owner");
+        vram__json_null(j, "kind");
+        vram__json_null(j, "stream");
     }
-    cJSON_AddItemToArray(arr, o);
+    vram__json_end(j);
 }
 
 static int page_mapped(const vram_pool *p, int r, uint64_t addr)
@@ -50,7 +42,7 @@ static int page_mapped(const vram_pool *p, int r, uint64_t addr)
 }
 
 /* vmm: the parts of a free block that lie in mapped granules. */
-static void add_free_mapped(vram_pool *p, cJSON *arr, const vram__block *b)
+static void add_free_mapped(vram_pool *p, vram__json *arr, const vram__block *b)
 {
     uint64_t g = p->granularity, end = b->addr + b->size;
     uint64_t run = 0, run_start = 0;
@@ -78,18 +70,16 @@ static int cmp_span(const void *x, const void *y)
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
-static void add_segment(cJSON *arr, uint64_t addr, uint64_t size, const char *what)
+static void add_segment(vram__json *j, uint64_t addr, uint64_t size, const char *what)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return;
-    cJSON_AddItemToObject(o, "address", hex(addr));
-    cJSON_AddNumberToObject(o, "size", (double)size);
-    cJSON_AddStringToObject(o, "type", what);
-    cJSON_AddItemToArray(arr, o);
+    vram__json_object(j, NULL);
+    vram__json_hex(j, "address", addr);
+    vram__json_u64(j, "size", size);
+    vram__json_str(j, "type", what);
+    vram__json_end(j);
 }
 
-static void add_segments(vram_pool *p, cJSON *arr, vram__span *const *spans, size_t n)
+static void add_segments(vram_pool *p, vram__json *arr, vram__span *const *spans, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (p->policy == VRAM_POLICY_SEGMENTS || spans[i]->region == VRAM__HUGE)
@@ -113,61 +103,63 @@ static void add_segments(vram_pool *p, cJSON *arr, vram__span *const *spans, siz
     }
 }
 
-static cJSON *settings_json(vram_pool *p)
+static void settings_json(vram_pool *p, vram__json *j)
 {
-    cJSON *s = cJSON_CreateObject();
-    if (!s)
-        return NULL;
-    cJSON_AddNumberToObject(s, "alignment", (double)p->granule);
-    cJSON_AddNumberToObject(s, "granularity", (double)p->granularity);
-    cJSON_AddNumberToObject(s, "retain_min", (double)p->retain_min);
-    cJSON_AddNumberToObject(s, "retain_ratio", p->retain_ratio);
-    cJSON_AddNumberToObject(s, "small_size", (double)p->small_size);
-    cJSON_AddNumberToObject(s, "large_round", (double)p->large_round);
-    cJSON_AddNumberToObject(s, "map_chunk", (double)(p->map_chunk * p->granularity));
-    cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
-    cJSON_AddNumberToObject(s, "segment_small", (double)p->segment_small);
-    cJSON_AddNumberToObject(s, "segment_medium", (double)p->segment_medium);
-    cJSON_AddNumberToObject(s, "capacity", (double)p->capacity);
-    cJSON_AddBoolToObject(s, "backend_events", p->has_events);
-    return s;
+    vram__json_object(j, "settings");
+    vram__json_u64(j, "alignment", p->granule);
+    vram__json_u64(j, "granularity", p->granularity);
+    vram__json_u64(j, "retain_min", p->retain_min);
+    vram__json_f64(j, "retain_ratio", p->retain_ratio);
+    vram__json_u64(j, "small_size", p->small_size);
+    vram__json_u64(j, "large_round", p->large_round);
+    vram__json_u64(j, "map_chunk", p->map_chunk * p->granularity);
+    vram__json_u64(j, "huge_size", p->huge_size);
+    vram__json_u64(j, "segment_small", p->segment_small);
+    vram__json_u64(j, "segment_medium", p->segment_medium);
+    vram__json_u64(j, "capacity", p->capacity);
+    vram__json_bool(j, "backend_events", p->has_events);
+    vram__json_end(j);
 }
 
-cJSON *vram__pool_snapshot_json(vram_pool *p)
+int vram__pool_snapshot_text(vram_pool *p, vram_buffer *out)
 {
     vram__span **spans = vram__calloc(p->n_spans ? p->n_spans : 1, sizeof *spans);
-    cJSON *root = spans ? vram__pool_summary_json(p) : NULL;
-    if (root) {
-        size_t n = 0;
-        for (vram__span *sp = p->spans; sp; sp = sp->next)
-            spans[n++] = sp;
-        qsort(spans, n, sizeof *spans, cmp_span);
-        cJSON_AddItemToObject(root, "settings", settings_json(p));
-        cJSON *segs = cJSON_AddArrayToObject(root, "segments");
-        if (segs)
-            add_segments(p, segs, spans, n);
-        cJSON *blocks = cJSON_AddArrayToObject(root, "blocks");
-        for (size_t i = 0; blocks && i < n; i++) {
-            for (const vram__block *b = spans[i]->head; b; b = b->next) {
-                if (b->state != VRAM__FREE)
-                    add_block(p, blocks, b, b->addr, b->size);
-                else if (p->policy == VRAM_POLICY_SEGMENTS)
-                    add_block(p, blocks, b, b->addr, b->size);
-                else
-                    add_free_mapped(p, blocks, b);
-            }
+    if (!spans)
+        return VRAM_EHOSTMEM;
+    size_t n = 0;
+    for (vram__span *sp = p->spans; sp; sp = sp->next)
+        spans[n++] = sp;
+    qsort(spans, n, sizeof *spans, cmp_span);
+    vram__json j;
+    vram__json_begin(&j, out);
+    vram__json_object(&j, NULL);
+    vram__pool_summary_json(p, &j);
+    settings_json(p, &j);
+    vram__json_array(&j, "segments");
+    add_segments(p, &j, spans, n);
+    vram__json_end(&j);
+    vram__json_array(&j, "blocks");
+    for (size_t i = 0; i < n; i++) {
+        for (const vram__block *b = spans[i]->head; b; b = b->next) {
+            if (b->state != VRAM__FREE || p->policy == VRAM_POLICY_SEGMENTS)
+                add_block(p, &j, b, b->addr, b->size);
+            else
+                add_free_mapped(p, &j, b);
         }
     }
+    vram__json_end(&j);
+    vram__json_end(&j);
     free(spans);
-    return root;
+    return vram__json_done(&j);
 }
 
 int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx)
 {
     if (!p || !write)
         return vram__fail(VRAM_EINVAL, "vram_pool_snapshot: pool and write are required");
+    vram_buffer b = {0};
     vram__pool_lock(p);
-    cJSON *root = vram__pool_snapshot_json(p);
+    int rc = vram__pool_snapshot_text(p, &b);
     vram__pool_unlock(p);
-    return vram__emit_json(root, write, ctx);
+    return vram__json_flush(&b, rc, write, ctx);
 }

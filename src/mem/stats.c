@@ -53,7 +53,7 @@ uint64_t vram__pool_largest_free(vram_pool *p)
     return best;
 }
 
-static void fill_stats(vram_pool *p, vram_pool_stats *out)
+void vram__pool_fill_stats(vram_pool *p, vram_pool_stats *out)
 {
     *out = p->st;
     out->free_bytes = vram__pool_free_bytes(p);
@@ -69,7 +69,7 @@ int vram_pool_stats_get(vram_pool *p, vram_pool_stats *out)
     if (!p || !out)
         return vram__fail(VRAM_EINVAL, "vram_pool_stats_get: pool and out are required");
     vram__pool_lock(p);
-    fill_stats(p, out);
+    vram__pool_fill_stats(p, out);
     vram__pool_unlock(p);
     return 0;
 }
@@ -114,69 +114,62 @@ void vram_pool_reset_peaks(vram_pool *p)
 
 /* ---- JSON ---- */
 
-#define ADD_U64(obj, key, v) cJSON_AddNumberToObject(obj, key, (double)(v))
-#define ADD_F64(obj, key, v) cJSON_AddNumberToObject(obj, key, (v))
+#define JSON_U64(j, key, v) vram__json_u64(j, key, v)
+#define JSON_F64(j, key, v) vram__json_f64(j, key, v)
 
-static cJSON *usage_json(const char *name, const vram_usage_stats *u)
+static void usage_json(vram__json *j, const char *name, const vram_usage_stats *u)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "name", name);
-#define USAGE_JSON(field, type, help) ADD_##type(o, #field, u->field);
+    vram__json_object(j, NULL);
+    vram__json_str(j, "name", name);
+#define USAGE_JSON(field, type, help) JSON_##type(j, #field, u->field);
     VRAM_USAGE_STATS(USAGE_JSON)
 #undef USAGE_JSON
-    return o;
+    vram__json_end(j);
 }
 
-static cJSON *stats_json(const vram_pool_stats *s)
+static void stats_json(vram__json *j, const vram_pool_stats *s)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-#define POOL_JSON(field, type, help) ADD_##type(o, #field, s->field);
+    vram__json_object(j, "stats");
+#define POOL_JSON(field, type, help) JSON_##type(j, #field, s->field);
     VRAM_POOL_STATS(POOL_JSON)
 #undef POOL_JSON
-    cJSON *h = cJSON_AddArrayToObject(o, "histogram");
-    for (unsigned i = 0; h && i < VRAM_HIST_BUCKETS; i++) {
-        cJSON *e = cJSON_CreateObject();
-        if (!e)
-            break;
+    vram__json_array(j, "histogram");
+    for (unsigned i = 0; i < VRAM_HIST_BUCKETS; i++) {
+        vram__json_object(j, NULL);
         if (i + 1 < VRAM_HIST_BUCKETS)
-            ADD_U64(e, "le_bytes", vram_hist_bucket_limit(i));
+            vram__json_u64(j, "le_bytes", vram_hist_bucket_limit(i));
         else
-            cJSON_AddStringToObject(e, "le_bytes", "+Inf");
-        ADD_U64(e, "allocs", s->hist_allocs[i]);
-        ADD_U64(e, "live", s->hist_live[i]);
-        cJSON_AddItemToArray(h, e);
+            vram__json_str(j, "le_bytes", "+Inf");
+        vram__json_u64(j, "allocs", s->hist_allocs[i]);
+        vram__json_u64(j, "live", s->hist_live[i]);
+        vram__json_end(j);
     }
-    return o;
+    vram__json_end(j);
+    vram__json_end(j);
 }
 
-cJSON *vram__pool_summary_json(vram_pool *p)
+void vram__pool_summary_json(vram_pool *p, vram__json *j)
 {
     vram_pool_stats s;
-    fill_stats(p, &s);
-    cJSON *root = cJSON_CreateObject();
-    if (!root)
-        return NULL;
-    cJSON_AddStringToObject(root, "pool", p->name);
-    cJSON_AddStringToObject(root, "policy", vram_policy_name(p->policy));
-    cJSON_AddStringToObject(root, "backend", p->backend->ops->name);
-    cJSON_AddItemToObject(root, "stats", stats_json(&s));
-    cJSON *owners = cJSON_AddArrayToObject(root, "owners");
-    for (size_t i = 0; owners && i < p->n_owners; i++) {
+    vram__pool_fill_stats(p, &s);
+    vram__json_str(j, "pool", p->name);
+    vram__json_str(j, "policy", vram_policy_name(p->policy));
+    vram__json_str(j, "backend", p->backend->ops->name);
+    stats_json(j, &s);
+    vram__json_array(j, "owners");
+    for (size_t i = 0; i < p->n_owners; i++) {
         vram_usage_stats u;
         vram__usage_to_stats(&p->owners[i].u, p->owners[i].budget, &u);
-        cJSON_AddItemToArray(owners, usage_json(p->owners[i].name, &u));
+        usage_json(j, p->owners[i].name, &u);
     }
-    cJSON *kinds = cJSON_AddArrayToObject(root, "kinds");
-    for (int k = 0; kinds && k < VRAM_KIND_COUNT; k++) {
+    vram__json_end(j);
+    vram__json_array(j, "kinds");
+    for (int k = 0; k < VRAM_KIND_COUNT; k++) {
         vram_usage_stats u;
         vram__usage_to_stats(&p->kinds[k], 0, &u);
-        cJSON_AddItemToArray(kinds, usage_json(vram_kind_name((vram_kind)k), &u));
+        usage_json(j, vram_kind_name((vram_kind)k), &u);
     }
-    return root;
+    vram__json_end(j);
 }
 
 /* ---- text ---- */
@@ -222,13 +215,18 @@ int vram_pool_stats_print(vram_pool *p, vram_write_fn write, void *ctx, int json
     if (!p || !write)
         return vram__fail(VRAM_EINVAL, "vram_pool_stats_print: pool and write are required");
     vram__pool_lock(p);
-    if (json) {
-        cJSON *root = vram__pool_summary_json(p);
+    if (json) { /* built under the lock, written after it */
+        vram_buffer b = {0};
+        vram__json j;
+        vram__json_begin(&j, &b);
+        vram__json_object(&j, NULL);
+        vram__pool_summary_json(p, &j);
+        vram__json_end(&j);
         vram__pool_unlock(p);
-        return vram__emit_json(root, write, ctx);
+        return vram__json_flush(&b, vram__json_done(&j), write, ctx);
     }
     vram_pool_stats s;
-    fill_stats(p, &s);
+    vram__pool_fill_stats(p, &s);
     out o = {write, ctx, 0};
     outf(&o, "pool \"%s\" (policy %s, backend %s)\n", p->name, vram_policy_name(p->policy),
          p->backend->ops->name);

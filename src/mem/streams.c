@@ -24,7 +24,8 @@
  * only after s has issued that operation. */
 #include <stdlib.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "pool_internal.h"
 
 /* Marks (one stream, with events): the oldest outstanding one. */
@@ -335,7 +336,7 @@ static void record_epoch(vram_pool *p, vram__stream_state *ss)
     p->st.backend_calls_total++;
     if (vram__backend_event_record(p->backend, ss->handle, &ev) != 0) {
         p->st.backend_failures_total++;
-        vram__log(VRAM_LOG_WARN, "pool \"%s\": recording an event failed (%s); frees on the "
+        vram_log(VRAM_LOG_WARN, "pool \"%s\": recording an event failed (%s); frees on the "
                                  "stream stay pending",
                   p->name, vram_last_error());
         return;
@@ -362,7 +363,7 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait)
                 rc = vram__backend_event_query(p->backend, ev);
             }
             if (rc < 0)
-                vram__log(VRAM_LOG_WARN, "pool \"%s\": an event failed (%s); its frees stay "
+                vram_log(VRAM_LOG_WARN, "pool \"%s\": an event failed (%s); its frees stay "
                                          "pending",
                           p->name, vram_last_error());
             if (rc <= 0)

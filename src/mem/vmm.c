@@ -12,7 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "pool_internal.h"
 
 enum { PAGE_NEW = 3 }; /* mapped by the allocation in progress */
@@ -229,7 +230,7 @@ int vram__vmm_destroy(vram_pool *p)
     if (vram__huge_release(p, 0, NULL))
         failed++;
     if (failed)
-        vram__log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to give back some memory: %s",
+        vram_log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to give back some memory: %s",
                   p->name, vram_last_error());
     int32_t **arrays[] = {&p->lru_prev,  &p->lru_next,  &p->chunk_of, &p->chunk_len,
                           &p->chunk_free, &p->clru_prev, &p->clru_next};
@@ -443,7 +444,7 @@ void vram__vmm_enforce_retention(vram_pool *p)
     if (p->free_mapped + p->huge_free <= limit)
         return;
     if (vram__vmm_release_retained(p, limit, NULL))
-        vram__log(VRAM_LOG_WARN, "pool \"%s\": could not unmap free memory: %s", p->name,
+        vram_log(VRAM_LOG_WARN, "pool \"%s\": could not unmap free memory: %s", p->name,
                   vram_last_error());
 }
 

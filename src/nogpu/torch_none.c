@@ -3,7 +3,8 @@
  * allocation fails and says why, and the statistics say there is no pool. */
 #include <stdio.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "vramkit/torch.h"
 
 #define NO_GPU "no GPU support: vramkit was built without the CUDA toolkit"
@@ -18,7 +19,7 @@ void *vram_torch_malloc(ssize_t size, int device, void *stream)
                    VRAM_TORCH_DEVICES - 1);
     else
         vram__fail(VRAM_ENOSYS, "PyTorch allocator on device %d: " NO_GPU, device);
-    vram__log(VRAM_LOG_ERROR, "PyTorch's allocation of %zd bytes on device %d failed: %s", size,
+    vram_log(VRAM_LOG_ERROR, "PyTorch's allocation of %zd bytes on device %d failed: %s", size,
               device, vram_last_error());
     return NULL;
 }
@@ -31,7 +32,7 @@ void vram_torch_free(void *ptr, ssize_t size, int device, void *stream)
         return;
     vram__fail(VRAM_ENOTALLOC, "PyTorch freed %p on device %d, where vramkit has no pool", ptr,
                device);
-    vram__log(VRAM_LOG_ERROR, "%s", vram_last_error());
+    vram_log(VRAM_LOG_ERROR, "%s", vram_last_error());
 }
 
 int vram_torch_stats_json(int device, char *buf, size_t cap)

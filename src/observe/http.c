@@ -26,7 +26,7 @@
 #include <microhttpd.h>
 
 #include "base/internal.h"
-#include "base/log_internal.h"
+#include "vramkit/log.h"
 #include "metrics_internal.h"
 #include "prom.h"
 #include "vramkit/config.h"
@@ -69,7 +69,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     if (m->starting && !m->start_log[0])
         snprintf(m->start_log, sizeof m->start_log, "%s", line);
     pthread_mutex_unlock(&m->log_lock);
-    vram__log(VRAM_LOG_DEBUG, "metrics server: %s", line);
+    vram_log(VRAM_LOG_DEBUG, "metrics server: %s", line);
 }
 
 /* Queue a response with `body` (len bytes). With `owned` the body is a
@@ -120,9 +120,9 @@ static enum MHD_Result reply_json_error(struct MHD_Connection *c, unsigned statu
 
 static enum MHD_Result serve_metrics(vram_metrics *m, struct MHD_Connection *c)
 {
-    vram__buf b = {0};
+    vram_buffer b = {0};
     pthread_rwlock_rdlock(&m->lock);
-    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, vram__buf_write, &b);
+    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, vram_write_buffer, &b);
     pthread_rwlock_unlock(&m->lock);
     if (rc) {
         free(b.data);
@@ -134,25 +134,25 @@ static enum MHD_Result serve_metrics(vram_metrics *m, struct MHD_Connection *c)
 static enum MHD_Result serve_snapshot(vram_metrics *m, struct MHD_Connection *c)
 {
     const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pool");
-    vram__buf b = {0};
+    vram_buffer b = {0};
     int rc = 0, found = 0;
     pthread_rwlock_rdlock(&m->lock);
     if (want) {
         for (size_t i = 0; i < m->n_pools && !found; i++)
             if (strcmp(vram_pool_name(m->pools[i]), want) == 0) {
                 found = 1;
-                rc = vram_pool_snapshot(m->pools[i], vram__buf_write, &b);
+                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b);
             }
     } else {
-        rc = vram__buf_write(&b, "[", 1);
+        rc = vram_write_buffer(&b, "[", 1);
         for (size_t i = 0; i < m->n_pools && !rc; i++) {
             if (i)
-                rc = vram__buf_write(&b, ",", 1);
+                rc = vram_write_buffer(&b, ",", 1);
             if (!rc)
-                rc = vram_pool_snapshot(m->pools[i], vram__buf_write, &b);
+                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b);
         }
         if (!rc)
-            rc = vram__buf_write(&b, "]\n", 2);
+            rc = vram_write_buffer(&b, "]\n", 2);
     }
     size_t n_pools = m->n_pools;
     pthread_rwlock_unlock(&m->lock);
@@ -313,7 +313,7 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info && info->port ? info->port : opts->port;
-    vram__log(VRAM_LOG_INFO, "metrics server: http://%s%s%s:%u/metrics (%u threads, %u connections)",
+    vram_log(VRAM_LOG_INFO, "metrics server: http://%s%s%s:%u/metrics (%u threads, %u connections)",
               ipv6 ? "[" : "", address, ipv6 ? "]" : "", m->port, threads, max_conn);
     *out = m;
     return 0;

@@ -18,7 +18,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "monitor_internal.h"
 #include "prom.h"
 #include "vramkit/config.h"
@@ -388,7 +389,7 @@ int vram_monitor_trend(vram_monitor *m, const char *pool, vram_trend *out)
 static void alert_sink(void *ctx, const vram_alert *a)
 {
     vram_monitor *m = ctx;
-    vram__log(a->level == VRAM_ALERT_LEVEL_CLEAR ? VRAM_LOG_INFO : VRAM_LOG_WARN,
+    vram_log(a->level == VRAM_ALERT_LEVEL_CLEAR ? VRAM_LOG_INFO : VRAM_LOG_WARN,
               "monitor alert (%s, %s): %s", vram_alert_type_name(a->type),
               vram_alert_level_name(a->level), a->message);
     if (m->jsonl) {
@@ -454,7 +455,7 @@ static void io_error(vram_monitor *m, int rc)
     if (!m->io_rc) {
         m->io_rc = rc;
         snprintf(m->io_msg, sizeof m->io_msg, "%s", vram_last_error());
-        vram__log(VRAM_LOG_ERROR, "monitor: %s", m->io_msg);
+        vram_log(VRAM_LOG_ERROR, "monitor: %s", m->io_msg);
     }
 }
 
@@ -551,7 +552,7 @@ static void *sampler(void *arg)
         int rc = sample_locked(m, -1);
         pthread_mutex_unlock(&m->lock);
         if (rc && !logged) {
-            vram__log(VRAM_LOG_ERROR, "monitor: a sample failed: %s", vram_last_error());
+            vram_log(VRAM_LOG_ERROR, "monitor: a sample failed: %s", vram_last_error());
             logged = 1;
         }
         uint64_t now = vram__now_ns();
@@ -810,8 +811,8 @@ int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx)
     if (!m || !write)
         return vram__fail(VRAM_EINVAL, "vram_monitor_print_metrics: monitor and writer are required");
     /* Written into memory under data_lock, and through `write` after it. */
-    vram__buf b = {0};
-    vram__prom p = {.write = vram__buf_write, .ctx = &b};
+    vram_buffer b = {0};
+    vram__prom p = {.write = vram_write_buffer, .ctx = &b};
     pthread_mutex_lock(&m->data_lock);
     vram__prom_family(&p, "vram_monitor_samples_total", "counter", "Samples the monitor has taken.");
     vram__prom_sample_u64(&p, "vram_monitor_samples_total", NULL, 0, m->total);

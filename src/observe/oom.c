@@ -1,8 +1,12 @@
-/* src/observe/oom.c - the OOM watch of a pool (vramkit/oom.h): options, the
- * rate limit (decided under the pool's lock at the refusal, see
- * mem/oom_hook.h), and the report step run outside the lock: the GPU as
- * NVML sees it, the monitor's trend, the diagnosis, the files, the counters
- * and the callback. */
+/* src/observe/oom.c - the OOM watch of a pool (vramkit/oom.h): a listener
+ * of its refusals (vramkit/listener.h) with the ring of its last events.
+ * Under the pool's lock, at a refusal, the rate limit decides and the ring
+ * is copied; the pool captures its state for the report step, which runs
+ * outside the lock: the GPU as NVML sees it, the monitor's trend, the
+ * diagnosis, the files, the counters and the callback. Watches are found
+ * by their pool through a registry. Loading this library also registers
+ * the hook that watches pools made from the configuration when
+ * VRAM_OOM_DIR names a directory. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,34 +16,55 @@
 #include <unistd.h>
 
 #include "base/internal.h"
-#include "base/log_internal.h"
 #include "oom_internal.h"
 #include "vramkit/config.h"
 #include "vramkit/device.h"
-
-/* The device a GPU backend draws from: defined in src/gpu when the build has
- * CUDA; a weak reference, so that a build without it has none (NULL). */
-vram_device *vram__backend_gpu_device(const vram_backend *b) __attribute__((weak));
+#include "vramkit/log.h"
 
 typedef struct watch {
+    vram_pool *pool;
+    uint32_t listener;       /* its listener id */
+    vram_ring *ring;         /* NULL: no events kept */
+    uint32_t last_events;
     char *dir;
     vram_monitor *monitor;
     int gpu_index;           /* NVML index, or -1 */
     char *pci;               /* or this PCI bus id (NULL) */
     char gpu_why[256];       /* why no GPU is read, when neither is set */
+    int pool_on_gpu;         /* the pool's backend is a GPU one */
     uint32_t max_reports;
     double window_s;
     vram_oom_fn on_report;
     void *ctx;
-    /* Under the pool's lock (admit, stats). */
+    /* Under mu: the rate limit (at refusals, under the pool's lock too)
+     * and the counters (report steps run concurrently). */
+    pthread_mutex_t mu;
     uint64_t refusals, suppressed, suppressed_since;
     double window_start;
     uint32_t in_window;
-    /* Under mu (report steps run concurrently). */
-    pthread_mutex_t mu;
     uint64_t reports, write_failures;
-    char last_json[4096];
+    char *last_json;
+    struct watch *next;      /* in the registry */
 } watch;
+
+/* What a refusal admitted under the lock hands to its report step. */
+typedef struct watch_note {
+    uint64_t suppressed;     /* refusals not reported since the previous report */
+    uint64_t events_total;
+    size_t n_events;
+    vram_ring_event events[]; /* the ring, oldest first */
+} watch_note;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static watch *registry;
+
+static watch *registry_find(const vram_pool *pool)
+{
+    watch *w = registry;
+    while (w && w->pool != pool)
+        w = w->next;
+    return w;
+}
 
 static _Atomic(vram__oom_gpu_reader) gpu_reader;
 
@@ -68,35 +93,68 @@ int vram_oom_opts_init(vram_oom_opts *o)
     return rc;
 }
 
-/* Under the pool's lock: count the refusal and apply the rate limit. */
-static int admit(void *ctx, int error, int may_report, uint64_t *note)
+/* Under the pool's lock, at a refusal: count it, apply the rate limit, and
+ * for one that gets a report copy the ring. */
+static int on_refusal(void *ctx, vram_pool *pool, const vram_event *ev, void **note)
 {
-    (void)error;
+    (void)pool;
     watch *w = ctx;
+    if (ev->error != VRAM_EBUDGET && ev->error != VRAM_ENOMEM)
+        return 0;
+    pthread_mutex_lock(&w->mu);
     w->refusals++;
     double now = mono_s();
     if (now - w->window_start >= w->window_s) {
         w->window_start = now;
         w->in_window = 0;
     }
-    if (!may_report || w->in_window >= w->max_reports) {
+    /* A refusal made by a report step (the callback allocating) is counted,
+     * never reported, so reporting cannot recurse. */
+    if (ev->nested || w->in_window >= w->max_reports) {
         w->suppressed++;
         w->suppressed_since++;
+        pthread_mutex_unlock(&w->mu);
         return 0;
     }
     w->in_window++;
-    *note = w->suppressed_since;
+    uint64_t suppressed = w->suppressed_since;
     w->suppressed_since = 0;
-    return 1;
+    pthread_mutex_unlock(&w->mu);
+    /* Plain calloc: never the failing pool, and no error sentence touched.
+     * Without memory the report step says so. */
+    watch_note *n = calloc(1, sizeof *n + (size_t)w->last_events * sizeof n->events[0]);
+    if (n) {
+        n->suppressed = suppressed;
+        if (w->ring)
+            vram_ring_read(w->ring, n->events, w->last_events, &n->n_events, &n->events_total);
+    }
+    *note = n;
+    return VRAM_LISTENER_REPORT;
 }
 
-static void release(void *ctx)
+static void watch_free(watch *w)
 {
-    watch *w = ctx;
     pthread_mutex_destroy(&w->mu);
     free(w->dir);
     free(w->pci);
+    free(w->last_json);
     free(w);
+}
+
+/* The watch's listener goes (unwatched, or the pool destroyed). */
+static int on_detach(void *ctx, vram_pool *pool)
+{
+    (void)pool;
+    watch *w = ctx;
+    pthread_mutex_lock(&registry_lock);
+    watch **pp = &registry;
+    while (*pp && *pp != w)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = w->next;
+    pthread_mutex_unlock(&registry_lock);
+    watch_free(w);
+    return 0;
 }
 
 /* The GPU: read it, and work out what the other processes hold. */
@@ -122,7 +180,7 @@ static void read_gpu(const watch *w, const vram__oom_capture *cap, vram__oom_ext
     f->gpu_used = x->gpu.used_bytes;
     f->gpu_free = x->gpu.free_bytes;
     /* The pool's reserved bytes are on this GPU only with a GPU backend. */
-    uint64_t ours = vram_backend_is_gpu(cap->backend) ? cap->stats.reserved_bytes : 0;
+    uint64_t ours = w->pool_on_gpu ? cap->stats.reserved_bytes : 0;
     if (!x->gpu.processes_known) {
         f->others_known = 1;
         f->others_bytes = f->gpu_used > ours ? f->gpu_used - ours : 0;
@@ -212,24 +270,75 @@ static void count_failure(watch *w, vram_pool *pool, const char *why)
     pthread_mutex_lock(&w->mu);
     w->write_failures++;
     pthread_mutex_unlock(&w->mu);
-    vram__log(VRAM_LOG_WARN, "pool \"%s\": an allocation was refused and its OOM report could not "
+    vram_log(VRAM_LOG_WARN, "pool \"%s\": an allocation was refused and its OOM report could not "
                              "be written: %s",
               vram_pool_name(pool), why);
 }
 
+static void usage_of(vram__oom_usage *u, const char *name, const vram_usage_stats *s)
+{
+    *u = (vram__oom_usage){name, s->live_bytes, s->peak_live_bytes, s->live_blocks,
+                           s->budget_bytes};
+}
+
+/* The report's view of the refusal, from the event, the state and the
+ * ring's copy. owners and events are the caller's to free. */
+static int build_capture(const vram_event *ev, const vram_pool_state *st, const watch_note *n,
+                         vram__oom_capture *c)
+{
+    *c = (vram__oom_capture){
+        .time_s = st->time_s, .error = ev->error, .message = ev->message ? ev->message : "",
+        .size = ev->size, .owner = ev->owner, .owner_name = "?", .kind = ev->kind,
+        .stream = ev->stream, .pool = st->pool, .backend = st->backend, .policy = st->policy,
+        .capacity = st->capacity, .device_known = st->device_known,
+        .device_free = st->device_free_bytes, .device_total = st->device_total_bytes,
+        .stats = st->stats, .events_total = n->events_total, .snapshot = st->snapshot,
+        .snapshot_len = st->snapshot_len,
+    };
+    if (st->owners && ev->owner < st->n_owners)
+        c->owner_name = st->owners[ev->owner].name;
+    if (st->owners && (c->owners = calloc(st->n_owners ? st->n_owners : 1, sizeof *c->owners))) {
+        c->n_owners = st->n_owners;
+        for (size_t i = 0; i < st->n_owners; i++)
+            usage_of(&c->owners[i], st->owners[i].name, &st->owners[i].usage);
+    }
+    for (int k = 0; k < VRAM_KIND_COUNT; k++)
+        usage_of(&c->kinds[k], vram_kind_name((vram_kind)k), &st->kinds[k]);
+    if (n->n_events && !(c->events = calloc(n->n_events, sizeof *c->events)))
+        return VRAM_EHOSTMEM;
+    for (size_t i = 0; i < n->n_events; i++) {
+        const vram_ring_event *e = &n->events[i];
+        c->events[i] = (vram__oom_event){
+            .time_s = e->time_s, .addr = e->addr, .size = e->size, .stream = e->stream,
+            .owner = st->owners && e->owner < st->n_owners ? st->owners[e->owner].name : "?",
+            .kind = e->kind, .action = (int)e->type,
+        };
+    }
+    c->n_events = n->n_events;
+    return 0;
+}
+
 /* Outside the pool's lock, on the refusing thread. */
-static void report(void *ctx, vram_pool *pool, const vram__oom_capture *cap)
+static void on_report(void *ctx, vram_pool *pool, const vram_event *ev,
+                      const vram_pool_state *st, void *note)
 {
     watch *w = ctx;
-    vram__oom_extra *x = calloc(1, sizeof *x);
-    vram__oom_paths *paths = calloc(1, sizeof *paths);
-    if (!x || !paths) {
+    watch_note *n = note;
+    vram__oom_capture cap_store, *cap = &cap_store;
+    vram__oom_extra *x = n && st ? calloc(1, sizeof *x) : NULL;
+    vram__oom_paths *paths = x ? calloc(1, sizeof *paths) : NULL;
+    if (!paths || build_capture(ev, st, n, cap)) {
+        if (paths) {
+            free(cap->owners);
+            free(cap->events);
+        }
         free(x);
         free(paths);
+        free(n);
         count_failure(w, pool, "out of host memory");
         return;
     }
-    x->suppressed = cap->note;
+    x->suppressed = n->suppressed;
     fill_facts(cap, &x->facts);
     read_gpu(w, cap, x);
     read_trend(w, cap, x);
@@ -240,12 +349,16 @@ static void report(void *ctx, vram_pool *pool, const vram__oom_capture *cap)
     if (rc) {
         count_failure(w, pool, vram_last_error());
     } else {
+        char *json = strdup(paths->json);
         pthread_mutex_lock(&w->mu);
         w->reports++;
-        snprintf(w->last_json, sizeof w->last_json, "%s", paths->json);
+        if (json) {
+            free(w->last_json);
+            w->last_json = json;
+        }
         pthread_mutex_unlock(&w->mu);
         char sz[32];
-        vram__log(VRAM_LOG_WARN, "pool \"%s\": %s refused (%s, likely %s); report in %s",
+        vram_log(VRAM_LOG_WARN, "pool \"%s\": %s refused (%s, likely %s); report in %s",
                   cap->pool, vram__fmt_bytes(sz, sizeof sz, cap->size), vram_err_name(cap->error),
                   vram_oom_cause_name(x->diagnosis.cause), paths->text);
         if (w->on_report) {
@@ -263,16 +376,18 @@ static void report(void *ctx, vram_pool *pool, const vram__oom_capture *cap)
             w->on_report(w->ctx, &info);
         }
     }
+    free(cap->owners);
+    free(cap->events);
     free(x);
     free(paths);
+    free(n);
 }
 
 /* Which GPU to read when the options name none: the pool's own. */
 static void pick_gpu(watch *w, vram_pool *pool)
 {
     vram_backend *b = vram_pool_backend(pool);
-    const char *name = vram_backend_name(b);
-    vram_device *dev = vram__backend_gpu_device ? vram__backend_gpu_device(b) : NULL;
+    vram_device *dev = vram_backend_device(b);
     vram_device_info info;
     if (dev && vram_device_info_get(dev, &info) == 0 && info.pci_bus_id[0]) {
         w->pci = vram__strdup(info.pci_bus_id);
@@ -282,13 +397,12 @@ static void pick_gpu(watch *w, vram_pool *pool)
     snprintf(w->gpu_why, sizeof w->gpu_why,
              "no GPU to read: the pool's backend (%s) is %s, and the OOM options name no GPU "
              "(gpu_index, gpu_pci_bus_id)",
-             name, vram_backend_is_gpu(name) ? "a GPU one whose device is unknown" : "not a GPU");
+             vram_backend_name(b),
+             vram_backend_is_gpu(b) ? "a GPU one whose device is unknown" : "not a GPU");
 }
 
-int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
+static int check_opts(vram_pool *pool, const vram_oom_opts *o)
 {
-    if (!pool || !o)
-        return vram__fail(VRAM_EINVAL, "vram_pool_oom_watch: pool and opts are required");
     if (!o->directory || !*o->directory)
         return vram__fail(VRAM_EINVAL, "pool \"%s\": an OOM watch needs a directory",
                           vram_pool_name(pool));
@@ -301,13 +415,24 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
     if (o->last_events > (1u << 24))
         return vram__fail(VRAM_EINVAL, "pool \"%s\": last_events %u is more than %u",
                           vram_pool_name(pool), o->last_events, 1u << 24);
-    int rc = vram__oom_mkdir(o->directory);
+    return 0;
+}
+
+int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
+{
+    if (!pool || !o)
+        return vram__fail(VRAM_EINVAL, "vram_pool_oom_watch: pool and opts are required");
+    int rc = check_opts(pool, o);
+    if (!rc)
+        rc = vram__oom_mkdir(o->directory);
     if (rc)
         return rc;
     watch *w = vram__calloc(1, sizeof *w);
     if (!w)
         return VRAM_EHOSTMEM;
     pthread_mutex_init(&w->mu, NULL);
+    w->pool = pool;
+    w->pool_on_gpu = vram_backend_is_gpu(vram_pool_backend(pool));
     w->dir = vram__strdup(o->directory);
     w->monitor = o->monitor;
     w->gpu_index = o->gpu_pci_bus_id ? -1 : o->gpu_index;
@@ -321,32 +446,52 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
         rc = VRAM_EHOSTMEM;
     if (!rc && !w->pci && w->gpu_index < 0)
         pick_gpu(w, pool);
-    vram__oom_hook hook = {admit, report, release, w};
+    pthread_mutex_lock(&registry_lock);
+    if (!rc && registry_find(pool))
+        rc = vram__fail(VRAM_EBUSY, "pool \"%s\" already has an OOM watch (unwatch it first)",
+                        vram_pool_name(pool));
+    /* The ring first, so that at a refusal it holds the refusal too. */
+    if (!rc && o->last_events) {
+        rc = vram_pool_ring_attach(pool, o->last_events, &w->ring);
+        w->last_events = o->last_events;
+    }
+    vram_listener l = {.size = sizeof l, .events = VRAM_EVENT_BIT(VRAM_EVENT_REFUSE),
+                       .flags = VRAM_LISTENER_STATE, .on_event = on_refusal,
+                       .on_report = on_report, .on_detach = on_detach, .ctx = w};
     if (!rc)
-        rc = vram__pool_oom_hook_set(pool, &hook, o->last_events);
-    if (rc)
-        release(w);
-    return rc;
+        rc = vram_pool_listen(pool, &l, &w->listener);
+    if (!rc) {
+        w->next = registry;
+        registry = w;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (rc) {
+        vram__saved_error err;
+        vram__error_save(&err);
+        if (w->ring)
+            vram_pool_ring_detach(pool, w->ring);
+        watch_free(w);
+        return vram__error_restore(&err, rc);
+    }
+    return 0;
 }
 
 int vram_pool_oom_unwatch(vram_pool *pool)
 {
     if (!pool)
         return vram__fail(VRAM_EINVAL, "vram_pool_oom_unwatch: pool is NULL");
-    return vram__pool_oom_hook_clear(pool);
-}
-
-static void read_stats(void *ctx, void *arg)
-{
-    watch *w = ctx;
-    vram_oom_stats *out = arg;
-    out->refusals = w->refusals;
-    out->suppressed = w->suppressed;
-    pthread_mutex_lock(&w->mu);
-    out->reports = w->reports;
-    out->write_failures = w->write_failures;
-    snprintf(out->last_json_path, sizeof out->last_json_path, "%s", w->last_json);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&registry_lock);
+    watch *w = registry_find(pool);
+    uint32_t id = w ? w->listener : 0;
+    vram_ring *ring = w ? w->ring : NULL;
+    pthread_mutex_unlock(&registry_lock);
+    if (!w)
+        return vram__fail(VRAM_EINVAL, "pool \"%s\" has no OOM watch", vram_pool_name(pool));
+    /* Waits for report steps in flight, then on_detach frees the watch. */
+    int rc = vram_pool_unlisten(pool, id);
+    if (!rc && ring)
+        rc = vram_pool_ring_detach(pool, ring);
+    return rc;
 }
 
 int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out)
@@ -354,5 +499,65 @@ int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out)
     if (!pool || !out)
         return vram__fail(VRAM_EINVAL, "vram_pool_oom_stats: pool and out are required");
     memset(out, 0, sizeof *out);
-    return vram__pool_oom_with_ctx(pool, read_stats, out);
+    pthread_mutex_lock(&registry_lock);
+    watch *w = registry_find(pool);
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        out->refusals = w->refusals;
+        out->suppressed = w->suppressed;
+        out->reports = w->reports;
+        out->write_failures = w->write_failures;
+        pthread_mutex_unlock(&w->mu);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!w)
+        return vram__fail(VRAM_EINVAL, "pool \"%s\" has no OOM watch", vram_pool_name(pool));
+    return 0;
+}
+
+int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap)
+{
+    if (!pool || (!buf && cap))
+        return vram__fail(VRAM_EINVAL, "vram_pool_oom_last_report: pool (and buf) are required");
+    if (cap)
+        buf[0] = '\0';
+    pthread_mutex_lock(&registry_lock);
+    watch *w = registry_find(pool);
+    size_t need = 0;
+    int fits = 1;
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        need = (w->last_json ? strlen(w->last_json) : 0) + 1;
+        fits = need <= cap;
+        if (fits && cap)
+            snprintf(buf, cap, "%s", w->last_json ? w->last_json : "");
+        pthread_mutex_unlock(&w->mu);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!w)
+        return vram__fail(VRAM_EINVAL, "pool \"%s\" has no OOM watch", vram_pool_name(pool));
+    if (!fits)
+        return vram__fail(VRAM_ELIMIT, "the last OOM report's path needs %zu bytes; the buffer "
+                                       "has %zu", need, cap);
+    return 0;
+}
+
+/* Pools made from the configuration are watched when VRAM_OOM_DIR names a
+ * directory; registered once, when this library is loaded. */
+static int watch_configured(void *ctx, vram_pool *pool)
+{
+    (void)ctx;
+    const char *dir = vram_config_get()->oom_dir;
+    if (!dir || !*dir)
+        return 0;
+    vram_oom_opts oo;
+    vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
+    oo.directory = dir;
+    return vram_pool_oom_watch(pool, &oo);
+}
+
+__attribute__((constructor)) static void register_configured_watch(void)
+{
+    vram_pool_hook h = {.on_create = watch_configured};
+    vram_pool_hook_add(&h);
 }

@@ -5,12 +5,58 @@
 #ifndef VRAM_OBSERVE_OOM_INTERNAL_H
 #define VRAM_OBSERVE_OOM_INTERNAL_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "mem/oom_hook.h"
+#include "vramkit/listener.h"
 #include "vramkit/monitor.h"
 #include "vramkit/nvml.h"
 #include "vramkit/oom.h"
+
+/* A pool's usage per owner or kind at the refusal. */
+typedef struct vram__oom_usage {
+    const char *name; /* owners: valid while the pool lives; kinds: static */
+    uint64_t live_bytes, peak_live_bytes, live_blocks, budget_bytes;
+} vram__oom_usage;
+
+/* One of the last events (action: a vram_event_type). */
+typedef struct vram__oom_event {
+    double time_s;
+    uint64_t addr, size;
+    vram_stream stream;
+    const char *owner; /* valid while the pool lives */
+    vram_kind kind;
+    int action;
+} vram__oom_event;
+
+/* What a report describes: the refusal and the pool at that moment, put
+ * together from the listener's event, the state the pool captured under
+ * its lock and the ring copied then (oom.c). */
+typedef struct vram__oom_capture {
+    double time_s;            /* wall clock of the refusal */
+    int error;                /* VRAM_EBUDGET or VRAM_ENOMEM */
+    const char *message;      /* the refusal's sentence */
+    uint64_t size;            /* the request, as asked */
+    vram_owner owner;
+    const char *owner_name;
+    vram_kind kind;
+    vram_stream stream;
+    const char *pool;         /* the pool's name (valid while it lives) */
+    const char *backend;      /* the backend's name */
+    vram_policy policy;
+    uint64_t capacity;        /* the backend's capacity */
+    int device_known;         /* the backend reported free and total memory */
+    uint64_t device_free, device_total;
+    vram_pool_stats stats;    /* with free, largest free and fragmentation */
+    vram__oom_usage *owners;  /* every owner (NULL if host memory ran out) */
+    size_t n_owners;
+    vram__oom_usage kinds[VRAM_KIND_COUNT];
+    vram__oom_event *events;  /* the ring, oldest first, the refusal last */
+    size_t n_events;
+    uint64_t events_total;    /* events the ring has seen since it was set up */
+    const char *snapshot;     /* vram_pool_snapshot's text (NULL if host memory ran out) */
+    size_t snapshot_len;
+} vram__oom_capture;
 
 /* The numbers the rules of vramkit/oom.h read. */
 typedef struct vram__oom_facts {

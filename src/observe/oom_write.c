@@ -17,6 +17,7 @@
 
 #include "base/internal.h"
 #include "oom_internal.h"
+#include "vramkit/trace.h"
 
 int vram__oom_mkdir(const char *dir)
 {
@@ -62,7 +63,9 @@ static void num(cJSON *o, const char *k, double v)
 
 static const char *action_name(int a)
 {
-    return a == VRAM__EV_ALLOC ? "allocate" : a == VRAM__EV_FREE ? "free" : "allocate failure";
+    return vram_trace_action_name(a == VRAM_EVENT_ALLOC  ? VRAM_TRACE_ALLOC
+                                  : a == VRAM_EVENT_FREE ? VRAM_TRACE_FREE
+                                                         : VRAM_TRACE_ALLOC_FAIL);
 }
 
 static cJSON *gpu_json(const vram__oom_extra *x)
@@ -323,7 +326,7 @@ static void write_text(FILE *f, const vram__oom_capture *c, const vram__oom_extr
         char hms[16];
         strftime(hms, sizeof hms, "%H:%M:%S", &tm);
         char at[40] = "";
-        if (ev->action != VRAM__EV_ALLOC_FAIL)
+        if (ev->action != VRAM_EVENT_REFUSE)
             snprintf(at, sizeof at, " at 0x%llx", (unsigned long long)ev->addr);
         fprintf(f, "  %s.%03d  %-16s %12s  %-16s %-11s stream 0x%-12llx%s\n", hms,
                 (int)((ev->time_s - floor(ev->time_s)) * 1000.0), action_name(ev->action),
@@ -381,6 +384,19 @@ typedef struct text_arg {
     const vram__oom_paths *p;
 } text_arg;
 
+typedef struct text_span {
+    const char *data;
+    size_t len;
+} text_span;
+
+static int body_snapshot(FILE *f, const void *arg)
+{
+    const text_span *t = arg;
+    fwrite(t->data, 1, t->len, f);
+    fputc('\n', f);
+    return 0;
+}
+
 static int body_text(FILE *f, const void *arg)
 {
     const text_arg *t = arg;
@@ -430,7 +446,8 @@ int vram__oom_write(const char *dir, const vram__oom_capture *c, const vram__oom
     if (rc)
         return rc;
     if (c->snapshot) {
-        p->have_snapshot = write_file(p->snapshot, body_json, c->snapshot) == 0;
+        text_span snap = {c->snapshot, c->snapshot_len};
+        p->have_snapshot = write_file(p->snapshot, body_snapshot, &snap) == 0;
         if (!p->have_snapshot)
             snprintf(p->snapshot_why, sizeof p->snapshot_why, "%s", vram_last_error());
     } else {

@@ -1,9 +1,8 @@
 /* src/observe/prom.c - the Prometheus text writer (format 0.0.4): families
  * whose HELP and TYPE lines wait for their first sample, labelled samples,
  * the escaping of help text and label values, integer and floating-point
- * values (NaN, +Inf, -Inf); and a growable memory buffer that is a
- * vram_write_fn. Shared by the exposition (metrics.c) and the monitor
- * (monitor.c); see prom.h. */
+ * values (NaN, +Inf, -Inf). Shared by the exposition (metrics.c) and the
+ * monitor (monitor.c); see prom.h. */
 #include "prom.h"
 
 #include <math.h>
@@ -11,31 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the memory buffer ---- */
-
-int vram__buf_write(void *ctx, const char *data, size_t len)
-{
-    vram__buf *b = ctx;
-    if (len >= SIZE_MAX / 2 - b->len)
-        return vram__fail(VRAM_EHOSTMEM, "metrics: a page of %zu + %zu bytes is too large", b->len,
-                          len);
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return vram__fail(VRAM_EHOSTMEM, "metrics: out of host memory growing a page to %zu bytes",
-                              cap);
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return 0;
-}
 
 /* ---- the writer ---- */
 

@@ -1,7 +1,6 @@
 /* src/observe/prom.h - the Prometheus text writer (format 0.0.4) that the
  * exposition (metrics.c) and the monitor (monitor.c) share: families,
- * labelled samples, escaping, values; and a growable memory buffer that is
- * a vram_write_fn (metrics.c, http.c, monitor.c). */
+ * labelled samples, escaping, values. */
 #ifndef VRAM_OBSERVE_PROM_H
 #define VRAM_OBSERVE_PROM_H
 
@@ -10,19 +9,6 @@
 
 #include "base/internal.h"
 #include "vramkit/types.h"
-
-/* ---- the memory buffer ---- */
-
-/* Bytes written through vram__buf_write accumulate in data (malloc'd, NUL
- * terminated; the owner frees it). */
-typedef struct vram__buf {
-    char *data;
-    size_t len, cap;
-} vram__buf;
-
-/* A vram_write_fn appending to the vram__buf passed as ctx; VRAM_EHOSTMEM
- * when it cannot grow. */
-int vram__buf_write(void *buf, const char *data, size_t len);
 
 /* ---- the writer ---- */
 

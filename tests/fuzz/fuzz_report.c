@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_buf.h"
 #include "vramkit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,15 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (vram_report_inputs(r) != 1 || !memchr(info.summary, '\0', sizeof info.summary))
         abort();
-    test_buf s = {0};
-    if (vram_report_print_json(r, test_buf_write, &s))
+    vram_buffer s = {0};
+    if (vram_report_print_json(r, vram_write_buffer, &s))
         abort();
     cJSON *j = cJSON_Parse(s.data);
     if (!j)
         abort();
     cJSON_Delete(j);
     s.len = 0;
-    rc = vram_report_print_html(r, test_buf_write, &s);
+    rc = vram_report_print_html(r, vram_write_buffer, &s);
     if (rc == 0) {
         const char *at = strstr(s.data, "id=\"vram-report-data\">");
         const char *end = at ? strstr(at, "</script>") : NULL;
@@ -56,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (rc != VRAM_ENOSYS) {
         abort();
     }
-    test_buf_free(&s);
+    vram_buffer_free(&s);
     vram_report_destroy(r);
     return 0;
 }

@@ -42,7 +42,7 @@ static vram_pool *gpu_pool(const char *backend, vram_backend **b)
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.backend = *b;
-    o.trace_path = NULL;
+    o.configured_listeners = 0;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
     return p;

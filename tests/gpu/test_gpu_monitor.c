@@ -90,7 +90,7 @@ static void test_gpu_fields(void **state)
     assert_int_equal(vram_pool_opts_init(&po), 0);
     po.name = "gpu";
     po.backend = b;
-    po.trace_path = NULL;
+    po.configured_listeners = 0;
     po.retain_min = 0;
     po.retain_ratio = 0;
     vram_pool *p;

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "test_buf.h"
 
 #define CHECK_MAX_FAMILIES 512
 
@@ -222,7 +221,7 @@ static vram_pool *sim_pool(const char *name, uint64_t capacity, vram_backend **b
     assert_int_equal(vram_pool_opts_init(&o), 0);
     o.name = name;
     o.backend = *backend;
-    o.trace_path = NULL;
+    o.configured_listeners = 0;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
     return p;

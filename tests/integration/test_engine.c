@@ -60,7 +60,7 @@ static vram_pool *make_pool(const char *backend, uint64_t capacity, vram_backend
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.backend = *b;
-    o.trace_path = NULL;
+    o.configured_listeners = 0;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
     return p;

@@ -242,8 +242,8 @@ static void test_endpoints(void **state)
     assert_non_null(find_family(&x, "vram_nvml_available")); /* every GPU, by default */
     promtool_check(r.body);
     /* The same exposition without HTTP. */
-    test_buf direct = {0};
-    assert_int_equal(vram_metrics_write(m, test_buf_write, &direct), 0);
+    vram_buffer direct = {0};
+    assert_int_equal(vram_metrics_write(m, vram_write_buffer, &direct), 0);
     exposition y;
     check_exposition(direct.data, &y);
     assert_int_equal(y.n, x.n);

@@ -24,7 +24,6 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "test_buf.h"
 #include "vramkit.h"
 
 #define MiB (1024ull * 1024ull)
@@ -35,7 +34,7 @@ static vram_pool *make_pool(const char *name, vram_policy policy)
     assert_int_equal(vram_pool_opts_init(&o), 0);
     o.name = name;
     o.policy = policy;
-    o.trace_path = NULL;
+    o.configured_listeners = 0;
     vram_backend *b;
     vram_backend_opts bo = {.capacity = 1024 * MiB};
     assert_int_equal(vram_backend_create("sim", &bo, &b), 0);
@@ -593,8 +592,8 @@ static void test_fragmentation_alert_and_metrics(void **state)
                                       "threshold of 0.500"));
     assert_int_equal(log_lines, 1);
     assert_non_null(strstr(log_last, "monitor alert (fragmentation, critical)"));
-    test_buf out = {0};
-    assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
+    vram_buffer out = {0};
+    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
     char *text = out.data;
     assert_non_null(strstr(text, "vram_monitor_alerts_total{alert=\"fragmentation\",level=\"critical\"} 1\n"));
     assert_non_null(strstr(text, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 1\n"));
@@ -618,7 +617,7 @@ static void test_fragmentation_alert_and_metrics(void **state)
         assert_true(line[strlen(family)] == ' ' || line[strlen(family)] == '{');
     }
     assert_int_equal(families, 11);
-    test_buf_free(&out);
+    vram_buffer_free(&out);
     /* Fill the holes: it clears, once. */
     for (int i = 0; i < 8; i += 2)
         assert_int_equal(vram_pool_alloc(p, 256 * 1024, VRAM_OWNER_DEFAULT, VRAM_KIND_IO, NULL, &b[i]),
@@ -629,9 +628,9 @@ static void test_fragmentation_alert_and_metrics(void **state)
     uint64_t n;
     assert_int_equal(vram_monitor_alert_count(m, VRAM_ALERT_FRAGMENTATION, VRAM_ALERT_LEVEL_CLEAR, &n), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
+    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
     assert_non_null(strstr(out.data, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 0\n"));
-    test_buf_free(&out);
+    vram_buffer_free(&out);
     assert_int_equal(vram_monitor_stop(m), 0);
     for (int i = 0; i < 8; i++)
         assert_int_equal(vram_pool_free(p, b[i], NULL), 0);
@@ -737,10 +736,10 @@ static void test_thread_pools_churn(void **state)
         args[i] = (churn_arg){.m = m, .id = i};
         assert_int_equal(pthread_create(&th[i], NULL, churn, &args[i]), 0);
     }
-    test_buf out = {0};
+    vram_buffer out = {0};
     for (int i = 0; i < 20; i++) {
-        test_buf_free(&out);
-        assert_int_equal(vram_monitor_print_metrics(m, test_buf_write, &out), 0);
+        vram_buffer_free(&out);
+        assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
         vram_sample *s;
         uint32_t kept;
         uint64_t taken;
@@ -753,7 +752,7 @@ static void test_thread_pools_churn(void **state)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    test_buf_free(&out);
+    vram_buffer_free(&out);
     for (int i = 0; i < 4; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
     uint64_t total;

@@ -18,7 +18,6 @@
 
 #include <vramkit.h>
 
-#include "test_buf.h"
 
 #define KiB (1024ull)
 #define MiB (1024ull * 1024)
@@ -131,7 +130,7 @@ static void destroy_ok(vram_pool *p, vram_backend *b)
     }
 }
 
-static cJSON *parse_json(const test_buf *sb)
+static cJSON *parse_json(const vram_buffer *sb)
 {
     assert_non_null(sb->data);
     cJSON *j = cJSON_ParseWithLength(sb->data, sb->len);
@@ -197,7 +196,7 @@ static void test_create_explicit(void **state)
             .large_round = 128 * KiB,
             .segment_small = 2 * MiB,
             .segment_medium = 20 * MiB,
-            .trace_path = NULL,
+            .configured_listeners = 0,
         };
         vram_pool *p = pool_new(&o);
         strcpy(name, "clobbered"); /* the pool keeps its own copy */
@@ -803,8 +802,8 @@ static void test_snapshot(void **state)
         free_ok(p, ptrs[5], streams[5]);
         int held[N] = {1, 1, 0, 1, 1, 0, 1, 1, 1};
 
-        test_buf sb = {0};
-        assert_int_equal(vram_pool_snapshot(p, test_buf_write, &sb), 0);
+        vram_buffer sb = {0};
+        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb), 0);
         cJSON *j = parse_json(&sb);
         const char *keys[] = {"pool", "policy", "settings", "segments", "blocks", "owners", "kinds"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
@@ -867,24 +866,24 @@ static void test_snapshot(void **state)
                 fail_msg("live block %d (%p) missing from the snapshot", k, ptrs[k]);
         assert_int_equal(n_live, 7);
         cJSON_Delete(j);
-        test_buf_free(&sb);
+        vram_buffer_free(&sb);
 
         /* Statistics: JSON parses, text is not empty. */
-        assert_int_equal(vram_pool_stats_print(p, test_buf_write, &sb, 1), 0);
+        assert_int_equal(vram_pool_stats_print(p, vram_write_buffer, &sb, 1), 0);
         j = parse_json(&sb);
         assert_true(cJSON_IsObject(j));
         cJSON_Delete(j);
-        test_buf_free(&sb);
-        assert_int_equal(vram_pool_stats_print(p, test_buf_write, &sb, 0), 0);
+        vram_buffer_free(&sb);
+        assert_int_equal(vram_pool_stats_print(p, vram_write_buffer, &sb, 0), 0);
         assert_true(sb.len > 0);
         assert_non_null(strstr(sb.data, "live_bytes"));
-        test_buf_free(&sb);
+        vram_buffer_free(&sb);
 
         for (int k = 0; k < N; k++)
             if (held[k])
                 free_ok(p, ptrs[k], streams[k]);
         /* Empty pool: the snapshot has no live block. */
-        assert_int_equal(vram_pool_snapshot(p, test_buf_write, &sb), 0);
+        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb), 0);
         j = parse_json(&sb);
         cJSON_ArrayForEach(blk, cJSON_GetObjectItemCaseSensitive(j, "blocks"))
         {
@@ -893,7 +892,7 @@ static void test_snapshot(void **state)
             assert_string_not_equal(st->valuestring, "live");
         }
         cJSON_Delete(j);
-        test_buf_free(&sb);
+        vram_buffer_free(&sb);
         destroy_ok(p, b);
     }
 }
@@ -1032,8 +1031,8 @@ static void test_config(void **state)
     assert_int_equal(bs.granularity, 4 * MiB);
     assert_int_equal(vram_backend_destroy(b), 0);
 
-    test_buf sb = {0};
-    assert_int_equal(vram_config_print(test_buf_write, &sb, 1), 0);
+    vram_buffer sb = {0};
+    assert_int_equal(vram_config_print(vram_write_buffer, &sb, 1), 0);
     cJSON *j = parse_json(&sb);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "GRANULARITY");
     assert_non_null(g);
@@ -1044,10 +1043,10 @@ static void test_config(void **state)
     assert_true(cJSON_IsString(src));
     assert_string_equal(src->valuestring, "set");
     cJSON_Delete(j);
-    test_buf_free(&sb);
-    assert_int_equal(vram_config_print(test_buf_write, &sb, 0), 0);
+    vram_buffer_free(&sb);
+    assert_int_equal(vram_config_print(vram_write_buffer, &sb, 0), 0);
     assert_non_null(strstr(sb.data, "VRAM_GRANULARITY"));
-    test_buf_free(&sb);
+    vram_buffer_free(&sb);
 
     vram_config_reset();
     assert_int_equal(vram_config_get()->granularity, gran0);

@@ -331,9 +331,9 @@ static void test_destroy_reports_trace(void **state)
     (void)state;
     vram_pool_opts o;
     vram_pool_opts_init(&o);
-    o.trace_path = "/dev/full";
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
+    assert_int_equal(vram_pool_trace_start(p, "/dev/full"), 0);
     void *x;
     assert_int_equal(vram_pool_alloc(p, 4096, 0, VRAM_KIND_IO, NULL, &x), 0);
     assert_int_equal(vram_pool_free(p, x, NULL), 0);

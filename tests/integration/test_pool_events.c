@@ -73,7 +73,6 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
-#include "test_buf.h"
 #include "vramkit.h"
 
 #define KiB 1024ull
@@ -831,7 +830,7 @@ static void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t
     o.headroom = opt_headroom;
     o.segment_small = 2 * MiB;
     o.segment_medium = 2 * MiB;
-    o.trace_path = NULL;
+    o.configured_listeners = 0;
     if (vram_pool_create(&o, &w->p))
         fail_msg("pool: %s", vram_last_error());
 }
@@ -2638,11 +2637,11 @@ static uint64_t freed_cover(const rmodel *m, uint64_t a, uint64_t e, unsigned s)
 
 static void rm_check_snapshot(rmodel *m)
 {
-    test_buf b = {0};
-    RM_CHECK(m, vram_pool_snapshot(m->w.p, test_buf_write, &b) == 0, "snapshot: %s",
+    vram_buffer b = {0};
+    RM_CHECK(m, vram_pool_snapshot(m->w.p, vram_write_buffer, &b) == 0, "snapshot: %s",
              vram_last_error());
     cJSON *root = cJSON_Parse(b.data);
-    test_buf_free(&b);
+    vram_buffer_free(&b);
     RM_CHECK(m, root != NULL, "snapshot is not JSON");
     const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(root, "blocks");
     RM_CHECK(m, cJSON_IsArray(blocks), "snapshot has no blocks");

@@ -28,9 +28,10 @@ static void write_and_read(const char *suffix)
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.backend = b;
-    o.trace_path = path;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
+    assert_int_equal(vram_pool_trace_start(p, path), 0);
+    assert_int_equal(vram_pool_trace_start(p, path), VRAM_EBUSY);
     vram_owner cam;
     assert_int_equal(vram_owner_create(p, "cam", 8 * MiB, &cam), 0);
 
@@ -107,17 +108,76 @@ static void test_trace_gzip(void **state)
     write_and_read(".csv.gz");
 }
 
+/* A trace that cannot be created: asked for directly, the call says so;
+ * named by VRAM_TRACE, the pool is not created. */
 static void test_trace_unwritable(void **state)
 {
     (void)state;
     vram_pool_opts o;
     vram_pool_opts_init(&o);
-    o.trace_path = "/nonexistent-dir/x.csv";
     vram_pool *p = (vram_pool *)0x1;
-    int rc = vram_pool_create(&o, &p);
-    assert_int_equal(rc, VRAM_EIO);
+    assert_int_equal(vram_pool_create(&o, &p), 0);
+    assert_int_equal(vram_pool_trace_start(p, "/nonexistent-dir/x.csv"), VRAM_EIO);
+    assert_non_null(strstr(vram_last_error(), "/nonexistent-dir/x.csv"));
+    assert_int_equal(vram_pool_trace_stop(p), VRAM_EINVAL);
+    assert_int_equal(vram_pool_destroy(p), 0);
+
+    assert_int_equal(vram_config_set("trace", "/nonexistent-dir/x.csv"), 0);
+    p = (vram_pool *)0x1;
+    assert_int_equal(vram_pool_create(&o, &p), VRAM_EIO);
     assert_null(p);
     assert_non_null(strstr(vram_last_error(), "/nonexistent-dir/x.csv"));
+    o.configured_listeners = 0; /* a pool that does not take them is made */
+    assert_int_equal(vram_pool_create(&o, &p), 0);
+    assert_int_equal(vram_pool_destroy(p), 0);
+    assert_int_equal(vram_config_set("trace", ""), 0);
+}
+
+/* Two pools tracing to one path share the file: neither truncates the
+ * other's lines, and the file is finished when the last one stops. */
+static void test_trace_shared(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vram_trace_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/shared.csv", dir);
+    assert_int_equal(vram_config_set("trace", path), 0);
+    vram_pool *a, *b;
+    vram_backend *ba, *bb;
+    assert_int_equal(vram_backend_create("host", NULL, &ba), 0);
+    assert_int_equal(vram_backend_create("host", NULL, &bb), 0);
+    vram_pool_opts o;
+    vram_pool_opts_init(&o);
+    o.backend = ba;
+    assert_int_equal(vram_pool_create(&o, &a), 0);
+    o.backend = bb;
+    assert_int_equal(vram_pool_create(&o, &b), 0);
+    assert_int_equal(vram_config_set("trace", ""), 0);
+    void *x, *y;
+    assert_int_equal(vram_pool_alloc(a, 1000, 0, VRAM_KIND_IO, NULL, &x), 0);
+    assert_int_equal(vram_pool_alloc(b, 2000, 0, VRAM_KIND_IO, NULL, &y), 0);
+    assert_int_equal(vram_pool_free(a, x, NULL), 0);
+    assert_int_equal(vram_pool_destroy(a), 0);
+    assert_int_equal(vram_pool_free(b, y, NULL), 0);
+    assert_int_equal(vram_pool_trace_stop(b), 0);
+    void *z;
+    assert_int_equal(vram_pool_alloc(b, 3000, 0, VRAM_KIND_IO, NULL, &z), 0); /* not traced */
+    assert_int_equal(vram_pool_free(b, z, NULL), 0);
+    assert_int_equal(vram_pool_destroy(b), 0);
+    assert_int_equal(vram_backend_destroy(ba), 0);
+    assert_int_equal(vram_backend_destroy(bb), 0);
+    vram_trace *t;
+    int rc = vram_trace_read(path, &t);
+    if (rc)
+        fail_msg("reading %s: %s", path, vram_last_error());
+    assert_int_equal(t->n_allocs, 2);
+    assert_int_equal(t->n_frees, 2);
+    assert_int_equal(t->events[0].size, 1000);
+    assert_int_equal(t->events[1].size, 2000);
+    vram_trace_free(t);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -126,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_trace_plain),
         cmocka_unit_test(test_trace_gzip),
         cmocka_unit_test(test_trace_unwritable),
+        cmocka_unit_test(test_trace_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

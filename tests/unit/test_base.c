@@ -19,11 +19,10 @@
 #include <unistd.h>
 
 #include "base/internal.h"
-#include "base/log_internal.h"
+#include "vramkit/log.h"
 #include "vramkit/config.h"
 #include "vramkit/error.h"
 #include "vramkit/log.h"
-#include "test_buf.h"
 #include "vramkit/pool.h"
 
 #define KiB 1024ull
@@ -65,7 +64,7 @@ static int teardown_clean(void **state)
 
 /* A vram_write_fn sink that can fail on a chosen write. */
 typedef struct sink {
-    test_buf buf;
+    vram_buffer buf;
     int writes;
     int fail_at; /* return VRAM_EIO on this write (1-based); 0: never */
 } sink;
@@ -76,12 +75,12 @@ static int sink_write(void *ctx, const char *data, size_t len)
     s->writes++;
     if (s->fail_at && s->writes == s->fail_at)
         return VRAM_EIO;
-    return test_buf_write(&s->buf, data, len);
+    return vram_write_buffer(&s->buf, data, len);
 }
 
 static void sink_free(sink *s)
 {
-    test_buf_free(&s->buf);
+    vram_buffer_free(&s->buf);
     memset(s, 0, sizeof *s);
 }
 
@@ -798,9 +797,9 @@ static void test_log_handler_levels(void **state)
 
     assert_int_equal(vram_config_set("log_level", "debug"), 0);
     for (int l = VRAM_LOG_ERROR; l <= VRAM_LOG_DEBUG; l++)
-        assert_true(vram__log_enabled((vram_log_level)l));
-    vram__log(VRAM_LOG_DEBUG, "debug %d %s", 42, "x");
-    vram__log(VRAM_LOG_ERROR, "error line");
+        assert_true(vram_log_enabled((vram_log_level)l));
+    vram_log(VRAM_LOG_DEBUG, "debug %d %s", 42, "x");
+    vram_log(VRAM_LOG_ERROR, "error line");
     assert_int_equal(cap->n, 2);
     assert_int_equal(cap->levels[0], VRAM_LOG_DEBUG);
     assert_string_equal(cap->lines[0], "debug 42 x");
@@ -810,13 +809,13 @@ static void test_log_handler_levels(void **state)
     /* warn: info and debug are not produced at all. */
     memset(cap, 0, sizeof *cap);
     assert_int_equal(vram_config_set("log_level", "warn"), 0);
-    assert_false(vram__log_enabled(VRAM_LOG_INFO));
-    assert_false(vram__log_enabled(VRAM_LOG_DEBUG));
-    assert_true(vram__log_enabled(VRAM_LOG_WARN));
-    vram__log(VRAM_LOG_DEBUG, "no");
-    vram__log(VRAM_LOG_INFO, "no");
-    vram__log(VRAM_LOG_WARN, "w");
-    vram__log(VRAM_LOG_ERROR, "e");
+    assert_false(vram_log_enabled(VRAM_LOG_INFO));
+    assert_false(vram_log_enabled(VRAM_LOG_DEBUG));
+    assert_true(vram_log_enabled(VRAM_LOG_WARN));
+    vram_log(VRAM_LOG_DEBUG, "no");
+    vram_log(VRAM_LOG_INFO, "no");
+    vram_log(VRAM_LOG_WARN, "w");
+    vram_log(VRAM_LOG_ERROR, "e");
     assert_int_equal(cap->n, 2);
     assert_string_equal(cap->lines[0], "w");
     assert_int_equal(cap->levels[0], VRAM_LOG_WARN);
@@ -825,8 +824,8 @@ static void test_log_handler_levels(void **state)
     /* error: only errors. */
     memset(cap, 0, sizeof *cap);
     assert_int_equal(vram_config_set("log_level", "ERROR"), 0);
-    vram__log(VRAM_LOG_WARN, "no");
-    vram__log(VRAM_LOG_ERROR, "yes");
+    vram_log(VRAM_LOG_WARN, "no");
+    vram_log(VRAM_LOG_ERROR, "yes");
     assert_int_equal(cap->n, 1);
     assert_string_equal(cap->lines[0], "yes");
 
@@ -834,8 +833,8 @@ static void test_log_handler_levels(void **state)
     memset(cap, 0, sizeof *cap);
     assert_int_equal(setenv("VRAM_LOG_LEVEL", "info", 1), 0);
     vram_config_reset();
-    vram__log(VRAM_LOG_INFO, "info via env");
-    vram__log(VRAM_LOG_DEBUG, "no");
+    vram_log(VRAM_LOG_INFO, "info via env");
+    vram_log(VRAM_LOG_DEBUG, "no");
     assert_int_equal(cap->n, 1);
     assert_string_equal(cap->lines[0], "info via env");
 
@@ -844,7 +843,7 @@ static void test_log_handler_levels(void **state)
     char big[2000];
     memset(big, 'L', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    vram__log(VRAM_LOG_ERROR, "%s", big);
+    vram_log(VRAM_LOG_ERROR, "%s", big);
     assert_int_equal(cap->n, 1);
     size_t n = strlen(cap->lines[0]);
     assert_true(n >= 1000 && n < sizeof big - 1);
@@ -854,7 +853,7 @@ static void test_log_handler_levels(void **state)
     assert_non_null(cap2);
     vram_log_set_handler(capture, cap2);
     memset(cap, 0, sizeof *cap);
-    vram__log(VRAM_LOG_ERROR, "to the second");
+    vram_log(VRAM_LOG_ERROR, "to the second");
     assert_int_equal(cap->n, 0);
     assert_int_equal(cap2->n, 1);
     vram_log_set_handler(NULL, NULL);
@@ -875,8 +874,8 @@ static void test_log_default_stderr(void **state)
 
     vram_log_set_handler(NULL, NULL);
     assert_int_equal(vram_config_set("log_level", "warn"), 0);
-    vram__log(VRAM_LOG_WARN, "to stderr %d", 7);
-    vram__log(VRAM_LOG_INFO, "hidden");
+    vram_log(VRAM_LOG_WARN, "to stderr %d", 7);
+    vram_log(VRAM_LOG_INFO, "hidden");
     fflush(stderr);
 
     assert_true(dup2(saved, STDERR_FILENO) >= 0);

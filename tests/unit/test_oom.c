@@ -837,7 +837,11 @@ static void test_rate_limit(void **state)
     assert_int_equal(st.reports, 3);
     assert_int_equal(st.suppressed, 17);
     assert_int_equal(st.write_failures, 0);
-    assert_string_equal(st.last_json_path, s.json);
+    char last[4096];
+    assert_int_equal(vram_pool_oom_last_report(p, last, sizeof last), 0);
+    assert_string_equal(last, s.json);
+    assert_int_equal(vram_pool_oom_last_report(p, last, 4), VRAM_ELIMIT);
+    assert_string_equal(last, "");
     /* After the window: a report again, saying how many were not reported. */
     usleep(600 * 1000);
     cJSON *j = refuse(p, 1 * GiB, 0, VRAM_ENOMEM, &s);
@@ -980,7 +984,9 @@ static void test_config_dir(void **state)
     vram_oom_stats st;
     assert_int_equal(vram_pool_oom_stats(p, &st), 0);
     assert_int_equal(st.reports, 1);
-    cJSON *j = load_json(st.last_json_path);
+    char last[4096];
+    assert_int_equal(vram_pool_oom_last_report(p, last, sizeof last), 0);
+    cJSON *j = load_json(last);
     assert_string_equal(cJSON_GetObjectItem(j, "pool")->valuestring, "pool");
     cJSON_Delete(j);
     assert_int_equal(vram_pool_destroy(p), 0);

@@ -30,15 +30,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "test_buf.h"
 #include "vramkit.h"
 
 #define MiB (1024ull * 1024)
 
 /* ---- buffers, reports and checks ------------------------------------- */
 
-static int buf_printf(test_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int buf_printf(test_buf *b, const char *fmt, ...)
+static int buf_printf(vram_buffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int buf_printf(vram_buffer *b, const char *fmt, ...)
 {
     char line[4096];
     va_list ap;
@@ -46,7 +45,7 @@ static int buf_printf(test_buf *b, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     assert_true(n > 0 && (size_t)n < sizeof line);
-    return test_buf_write(b, line, (size_t)n);
+    return vram_write_buffer(b, line, (size_t)n);
 }
 
 static vram_report *new_report(uint32_t max_points, uint32_t max_blocks)
@@ -64,11 +63,11 @@ static vram_report *new_report(uint32_t max_points, uint32_t max_blocks)
 /* The report's data, parsed back. */
 static cJSON *data_of(vram_report *r)
 {
-    test_buf b = {0};
-    assert_int_equal(vram_report_print_json(r, test_buf_write, &b), 0);
+    vram_buffer b = {0};
+    assert_int_equal(vram_report_print_json(r, vram_write_buffer, &b), 0);
     cJSON *j = cJSON_Parse(b.data);
     assert_non_null(j);
-    test_buf_free(&b);
+    vram_buffer_free(&b);
     return j;
 }
 
@@ -161,8 +160,8 @@ static void snapshot_from_pool(void **state)
 {
     (void)state;
     vram_pool *p = make_pool();
-    test_buf snap = {0};
-    assert_int_equal(vram_pool_snapshot(p, test_buf_write, &snap), 0);
+    vram_buffer snap = {0};
+    assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &snap), 0);
     const char *fixture = getenv("VRAM_REPORT_FIXTURE");
     if (fixture && *fixture) {
         FILE *f = fopen(fixture, "w");
@@ -266,7 +265,7 @@ static void snapshot_from_pool(void **state)
     cJSON_Delete(d);
     cJSON_Delete(orig);
     vram_report_destroy(r);
-    test_buf_free(&snap);
+    vram_buffer_free(&snap);
     for (int i = 0; i < n_held; i++)
         assert_int_equal(vram_pool_free(p, held[i], NULL), 0);
     assert_int_equal(vram_pool_destroy(p), 0);
@@ -276,7 +275,7 @@ static void snapshot_from_pool(void **state)
 
 /* n samples of one pool with two owners; owner b is absent (zero) at even
  * samples; a spike of `spike` live bytes at sample spike_at. */
-static void make_series(test_buf *jl, test_buf *csv, int n, int spike_at, double spike)
+static void make_series(vram_buffer *jl, vram_buffer *csv, int n, int spike_at, double spike)
 {
     if (csv)
         buf_printf(csv, "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
@@ -345,7 +344,7 @@ static int same_array(const cJSON *a, const cJSON *b)
 static void jsonl_and_csv_agree(void **state)
 {
     (void)state;
-    test_buf jl = {0}, csv = {0};
+    vram_buffer jl = {0}, csv = {0};
     make_series(&jl, &csv, 50, -1, 0);
     vram_report *r = new_report(0, 0), *c = new_report(0, 0);
     vram_report_input_info i1, i2;
@@ -385,15 +384,15 @@ static void jsonl_and_csv_agree(void **state)
     cJSON_Delete(dc);
     vram_report_destroy(r);
     vram_report_destroy(c);
-    test_buf_free(&jl);
-    test_buf_free(&csv);
+    vram_buffer_free(&jl);
+    vram_buffer_free(&csv);
 }
 
 static void downsampling_keeps_peaks(void **state)
 {
     (void)state;
     /* Exactly max_points samples: all kept. */
-    test_buf jl = {0};
+    vram_buffer jl = {0};
     make_series(&jl, NULL, 400, -1, 0);
     vram_report *r = new_report(400, 0);
     assert_int_equal(add_text(r, "s.jsonl", jl.data, NULL), 0);
@@ -403,11 +402,11 @@ static void downsampling_keeps_peaks(void **state)
     assert_false(cJSON_IsTrue(item(s, "downsampled")));
     cJSON_Delete(d);
     vram_report_destroy(r);
-    test_buf_free(&jl);
+    vram_buffer_free(&jl);
 
     /* 20000 samples with one spike and one dip: at most max_points kept,
      * both extremes among them, x increasing. */
-    jl = (test_buf){0};
+    jl = (vram_buffer){0};
     make_series(&jl, NULL, 20000, 12345, 9e9);
     r = new_report(400, 0);
     vram_report_input_info info;
@@ -434,7 +433,7 @@ static void downsampling_keeps_peaks(void **state)
     assert_int_equal(cJSON_GetArraySize(item(owner_of(pool0(d), "b"), "live_bytes")), pts);
     cJSON_Delete(d);
     vram_report_destroy(r);
-    test_buf_free(&jl);
+    vram_buffer_free(&jl);
 }
 
 static void alerts_and_restarts(void **state)
@@ -623,8 +622,8 @@ static void page_escapes_and_writes_atomically(void **state)
         "\"</script><script>window.__pwned=1</script>\",\"live_bytes\":1,\"owners\":[{\"owner\":"
         "\"<!-- &amp;\",\"live_bytes\":1}]}]}\n";
     assert_int_equal(add_text(r, "evil.jsonl", evil, NULL), 0);
-    test_buf page = {0};
-    int rc = vram_report_print_html(r, test_buf_write, &page);
+    vram_buffer page = {0};
+    int rc = vram_report_print_html(r, vram_write_buffer, &page);
     if (rc == VRAM_ENOSYS) {
         /* A build without the page's JavaScript says how to get it. */
         assert_non_null(strstr(vram_last_error(), "scripts/web_deps.sh"));
@@ -641,7 +640,7 @@ static void page_escapes_and_writes_atomically(void **state)
         assert_non_null(strstr(data, "\\u003c/script\\u003e\\u003cscript\\u003ewindow.__pwned"));
         assert_non_null(strstr(page.data, "uPlot"));
     }
-    test_buf_free(&page);
+    vram_buffer_free(&page);
 
     char dir[] = "/tmp/vram-report-test-XXXXXX";
     assert_non_null(mkdtemp(dir));

@@ -26,6 +26,15 @@ int cli_lib_error(const char *cmd, int rc);
  * advances *i past it. NULL (after printing a usage error) if missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *name);
 
+/* A pool made without configured listeners (no trace of a replay's many
+ * passes) still gets the OOM watch VRAM_OOM_DIR asks for. 0 or the watch's
+ * error. */
+typedef struct vram_pool vram_pool;
+int cli_watch_configured(vram_pool *pool);
+
+/* Whether `name` names a GPU backend type (cuda, cuda_async, vmm). */
+int cli_backend_is_gpu(const char *name);
+
 /* Does argv[i] name option `name` (exactly, or as "--name=...")? */
 int cli_is(const char *arg, const char *name);
 

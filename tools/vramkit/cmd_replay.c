@@ -89,7 +89,7 @@ int cmd_replay(int argc, char **argv)
             if (!(v = cli_value("replay", argc, argv, &i, "--oom-dir")))
                 status = 2;
             else
-                o.pool.oom_dir = v;
+                o.oom_dir = v;
         } else if (cli_is(a, "--backend")) {
             if (!(v = cli_value("replay", argc, argv, &i, "--backend")))
                 status = 2;
@@ -114,7 +114,7 @@ int cmd_replay(int argc, char **argv)
     }
     if (!status && !n_traces)
         status = cli_usage_error("replay", "no trace given");
-    int gpu = vram_backend_is_gpu(o.backend);
+    int gpu = cli_backend_is_gpu(o.backend);
     if (!status && compare && !gpu)
         status = cli_usage_error("replay", "--compare needs a GPU backend (cuda, cuda_async, vmm)");
     if (!status && !policy_given && gpu && strcmp(o.backend, "vmm") != 0)

@@ -326,12 +326,19 @@ static int make_pool(const soak_args *a, vram_device *dev, vram_backend **b, vra
         return rc;
     po.name = "replay";
     po.backend = *b;
-    po.trace_path = NULL;
+    po.configured_listeners = 0; /* no trace of the soak; OOM reports as configured */
     if (a->policy_given)
         po.policy = a->policy;
-    else if (vram_backend_is_gpu(a->backend) && strcmp(a->backend, "vmm") != 0)
+    else if (cli_backend_is_gpu(a->backend) && strcmp(a->backend, "vmm") != 0)
         po.policy = VRAM_POLICY_SEGMENTS;
-    if ((rc = vram_pool_create(&po, pool)) != 0) {
+    if ((rc = vram_pool_create(&po, pool)) == 0 && (rc = cli_watch_configured(*pool)) != 0) {
+        vram__saved_error err;
+        vram__error_save(&err);
+        vram_pool_destroy(*pool);
+        *pool = NULL;
+        vram__error_restore(&err, rc);
+    }
+    if (rc) {
         vram_backend_destroy(*b);
         *b = NULL;
     }
@@ -466,7 +473,7 @@ int cmd_soak(int argc, char **argv)
                         trace->n_slots);
         goto out;
     }
-    if (vram_backend_is_gpu(a.backend) &&
+    if (cli_backend_is_gpu(a.backend) &&
         (rc = vram_device_open((int)vram_config_get()->device, NULL, &dev)) != 0)
         goto out;
     for (size_t i = 0; i < trace->n_streams; i++) {

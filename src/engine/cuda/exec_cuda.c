@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log_internal.h"
+#include "base/internal.h"
+#include "vramkit/log.h"
 #include "cuda_internal.h"
 #include "gpu/backend_gpu.h"
 
@@ -19,7 +20,7 @@
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-static int backend_ok(const char *backend) { return vram_backend_is_gpu(backend); }
+static int backend_ok(const vram_backend *b) { return vram_backend_is_gpu(b); }
 
 static void engine_fini(vram_engine *e)
 {
@@ -81,7 +82,7 @@ static int plan_all(vram_engine *e, vram__cuda_engine *ce, cudnnHandle_t h, uint
 
 static int engine_init(vram_engine *e)
 {
-    vram_device *dev = vram__backend_gpu_device(vram_pool_backend(e->pool));
+    vram_device *dev = vram_backend_device(vram_pool_backend(e->pool));
     if (!dev)
         return vram__fail(VRAM_EINVAL, "the cuda executor needs a pool on a GPU backend");
     vram__cuda_engine *ce = vram__calloc(1, sizeof *ce);
@@ -114,7 +115,7 @@ static int engine_init(vram_engine *e)
         if (ce->cublas_bytes > most)
             most = ce->cublas_bytes;
     }
-    vram__log(VRAM_LOG_INFO, "cuda engine: %u convolutions as cuDNN graph plans, %u through the "
+    vram_log(VRAM_LOG_INFO, "cuda engine: %u convolutions as cuDNN graph plans, %u through the "
                              "older API, %u depthwise on vramkit's kernel; %u Add/ReLU steps "
                              "folded into their epilogues; workspace %llu bytes (limit %llu)",
               ce->convs[0], ce->convs[1], ce->convs[2], ce->epilogues, (unsigned long long)most,
