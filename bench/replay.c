@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include "replay/replay.h"
 #include "vramkit.h"
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }

@@ -1,5 +1,5 @@
-# cmake/report.cmake - the page `vramkit report` writes, included at the end
-# of CMakeLists.txt. uPlot comes from npm, pinned by web/package-lock.json:
+# cmake/report.cmake - the page `vramkit report` writes, included by
+# src/observe/CMakeLists.txt (the library it is embedded in). uPlot comes from npm, pinned by web/package-lock.json:
 # scripts/web_deps.sh installs it into web/node_modules (ignored) when the
 # build is configured. cmake/report_page.cmake then puts uPlot's and web/'s
 # CSS and JavaScript into web/report.html, and cmake/embed.cmake makes the
@@ -8,11 +8,11 @@
 # `vramkit report` says so and how to fix it, and cli/test_report is disabled.
 # -DVRAM_REPORT_WEB=OFF builds without the page (and without npm) on purpose.
 option(VRAM_REPORT_WEB "embed the report page (its npm packages are installed at configure time)" ON)
-set(VRAM_WEB_DIR ${CMAKE_CURRENT_SOURCE_DIR}/web)
+set(VRAM_WEB_DIR ${CMAKE_SOURCE_DIR}/web)
 set(VRAM_UPLOT_DIR ${VRAM_WEB_DIR}/node_modules/uplot)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${VRAM_WEB_DIR}/package-lock.json)
 if(VRAM_REPORT_WEB)
-  execute_process(COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/scripts/web_deps.sh
+  execute_process(COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/web_deps.sh
                   RESULT_VARIABLE vram_web_rc ERROR_VARIABLE vram_web_err OUTPUT_QUIET)
 else()
   set(vram_web_rc 1)
@@ -42,19 +42,16 @@ add_custom_command(
   OUTPUT ${VRAM_GEN_DIR}/report_page.html
   COMMAND ${CMAKE_COMMAND} -DWEB=${VRAM_WEB_DIR} -DUPLOT=${vram_uplot}
           -DREASON=${vram_page_reason} -DOUT=${VRAM_GEN_DIR}/report_page.html
-          -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/report_page.cmake
+          -P ${CMAKE_SOURCE_DIR}/cmake/report_page.cmake
   DEPENDS ${VRAM_WEB_DIR}/report.html ${VRAM_WEB_DIR}/report.js ${VRAM_WEB_DIR}/report.css
-          ${CMAKE_CURRENT_SOURCE_DIR}/cmake/report_page.cmake ${vram_page_deps}
+          ${CMAKE_SOURCE_DIR}/cmake/report_page.cmake ${vram_page_deps}
   COMMENT "assembling the report page from web/"
   VERBATIM)
 add_custom_command(
   OUTPUT ${VRAM_GEN_DIR}/report_page.c
   COMMAND ${CMAKE_COMMAND} -DIN=${VRAM_GEN_DIR}/report_page.html -DOUT=${VRAM_GEN_DIR}/report_page.c
-          -DNAME=vram__report_page -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake
-  DEPENDS ${VRAM_GEN_DIR}/report_page.html ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake
+          -DNAME=vram__report_page -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+  DEPENDS ${VRAM_GEN_DIR}/report_page.html ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
   COMMENT "embedding the report page"
   VERBATIM)
-target_sources(vramkit_obj PRIVATE ${VRAM_GEN_DIR}/report_page.c)
-if(NOT VRAM_REPORT_PAGE AND TEST cli/test_report)
-  set_tests_properties(cli/test_report PROPERTIES DISABLED TRUE)
-endif()
+set(VRAM_REPORT_PAGE ${VRAM_REPORT_PAGE} PARENT_SCOPE)

@@ -15,10 +15,11 @@
  * release threshold VRAM_ASYNC_RELEASE) and "vmm" (cuMemAddressReserve, then
  * cuMemCreate + cuMemMap + cuMemSetAccess per chunk). The GPU backends have
  * real events. As with the driver, a mapping can only be unmapped whole: an
- * unmap must cover whole mappings (sim and host check this too). A
- * fault-injecting wrapper makes chosen calls fail, for tests. */
+ * unmap must cover whole mappings (sim and host check this too). */
 #ifndef VRAMKIT_BACKEND_H
 #define VRAMKIT_BACKEND_H
+
+#include "vramkit/api.h"
 
 #include <stdint.h>
 
@@ -99,44 +100,35 @@ typedef struct vram_backend_stats {
  * "cuda_async", "vmm"; NULL is "sim"); opts may be NULL. VRAM_EINVAL for an
  * unknown name or bad options, VRAM_ENOSYS for a GPU backend where there is
  * no GPU or the library was built without CUDA. */
-int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);
+VRAM_API int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);
 
 /* Wrap a caller's table. `self` is passed to every function; `capacity` and
  * `granularity` are reported by vram_backend_stats_get() and used by pools. */
-int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t capacity,
+VRAM_API int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t capacity,
                                uint64_t granularity, vram_backend **out);
-
-/* Fault injection for tests: a backend that forwards to `inner` but fails
- * calls number `fail_from` .. `fail_from + fail_count - 1` (counting from 1,
- * over every call but events) with VRAM_ENOMEM for acquiring calls
- * (segment_alloc, reserve, map) and VRAM_EBACKEND for releasing ones. `inner`
- * must outlive the wrapper. Calls reach `inner`'s functions directly, so the
- * counters of vram_backend_stats_get() are the wrapper's, not `inner`'s. */
-int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t fail_count,
-                               vram_backend **out);
 
 /* The name of a type ("vmm"; "?" for none), and the type of a name
  * (VRAM_EINVAL, naming the built-in ones, for another). */
-const char *vram_backend_type_name(vram_backend_type type);
-int vram_backend_type_parse(const char *name, vram_backend_type *out);
+VRAM_API const char *vram_backend_type_name(vram_backend_type type);
+VRAM_API int vram_backend_type_parse(const char *name, vram_backend_type *out);
 /* Whether a type hands out GPU memory (cuda, cuda_async, vmm). */
-int vram_backend_type_is_gpu(vram_backend_type type);
+VRAM_API int vram_backend_type_is_gpu(vram_backend_type type);
 
 /* A backend's type, and whether it is a GPU one. */
-vram_backend_type vram_backend_type_of(const vram_backend *backend);
-int vram_backend_is_gpu(const vram_backend *backend);
+VRAM_API vram_backend_type vram_backend_type_of(const vram_backend *backend);
+VRAM_API int vram_backend_is_gpu(const vram_backend *backend);
 
 /* The GPU a backend draws from (borrowed: it lives as long as the backend),
  * or NULL for a backend that is not a GPU one. */
-vram_device *vram_backend_device(const vram_backend *backend);
+VRAM_API vram_device *vram_backend_device(const vram_backend *backend);
 
 /* Destroy; VRAM_EBUSY while a pool still uses the backend. */
-int vram_backend_destroy(vram_backend *backend);
+VRAM_API int vram_backend_destroy(vram_backend *backend);
 
 /* The table's name (a built-in backend's is its type's name). */
-const char *vram_backend_name(const vram_backend *backend);
-unsigned vram_backend_caps(const vram_backend *backend);
-void vram_backend_stats_get(const vram_backend *backend, vram_backend_stats *out);
+VRAM_API const char *vram_backend_name(const vram_backend *backend);
+VRAM_API unsigned vram_backend_caps(const vram_backend *backend);
+VRAM_API void vram_backend_stats_get(const vram_backend *backend, vram_backend_stats *out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,9 @@
 #ifndef VRAMKIT_CONFIG_H
 #define VRAMKIT_CONFIG_H
 
+#include "vramkit/api.h"
+
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vramkit/types.h"
@@ -118,29 +121,37 @@ typedef enum vram_config_source {
 /* Read the environment (once; later calls return the first result). Returns 0
  * or VRAM_EINVAL naming the variable and the bad value; an option whose
  * variable is malformed keeps its default. */
-int vram_config_load(void);
+VRAM_API int vram_config_load(void);
 
 /* The current values (loads the environment on first use). The pointer stays
  * valid for the life of the process. */
-const vram_config *vram_config_get(void);
+VRAM_API const vram_config *vram_config_get(void);
 
 /* Override an option by name ("granularity" or "GRANULARITY") with a value in
- * the same syntax as the environment. Returns 0, or VRAM_EINVAL for an unknown
- * name or a malformed value (nothing changes then). Meant for start-up and
- * tools: not synchronised with threads reading the configuration. */
-int vram_config_set(const char *name, const char *value);
+ * the same syntax as the environment; value NULL forgets the override (the
+ * option goes back to its variable's value, or its default). Returns 0, or
+ * VRAM_EINVAL for an unknown name or a malformed value (nothing changes
+ * then). Meant for start-up and tools: not synchronised with threads reading
+ * the configuration. */
+VRAM_API int vram_config_set(const char *name, const char *value);
 
 /* Where option `name` ("headroom" or "HEADROOM") got its current value: a
  * malformed variable leaves it at VRAM_CONFIG_DEFAULT. Returns 0, or
  * VRAM_EINVAL for an unknown name or a NULL argument. */
-int vram_config_source_of(const char *name, vram_config_source *out);
+VRAM_API int vram_config_source_of(const char *name, vram_config_source *out);
 
-/* Forget overrides and re-read the environment (tests). */
-void vram_config_reset(void);
+/* A size in the options' syntax: plain bytes or a K/M/G/T suffix (powers of
+ * 1024; "2M", "2MiB", "1.5G", "64k"), read exactly. 0, or VRAM_EINVAL with
+ * the reason ("size \"12X\" has an unknown unit (use K, M, G, T)"). */
+VRAM_API int vram_size_parse(const char *text, uint64_t *out);
+
+/* A byte count for people: "512 B", "24.0 MiB", "1.50 GiB", written into
+ * buf (at most cap bytes with the NUL); returns buf. */
+VRAM_API char *vram_size_format(char *buf, size_t cap, uint64_t bytes);
 
 /* Print every option: name, value, source, help; as a table or, with json
  * non-zero, a JSON object. Returns 0 or the writer's error. */
-int vram_config_print(vram_write_fn write, void *ctx, int json);
+VRAM_API int vram_config_print(vram_write_fn write, void *ctx, int json);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef VRAMKIT_DEVICE_H
 #define VRAMKIT_DEVICE_H
 
+#include "vramkit/api.h"
+
 #include <stdint.h>
 
 #include "vramkit/types.h"
@@ -51,44 +53,62 @@ typedef struct vram_device_info {
 } vram_device_info;
 
 /* How many CUDA devices there are (0 or VRAM_ENOSYS where there is no driver). */
-int vram_device_count(int *count);
+VRAM_API int vram_device_count(int *count);
 
 /* Open device `index` (opts may be NULL). The first open retains the primary
  * context and applies the options; later opens return the same device and
  * count. VRAM_EINVAL for an index out of range, VRAM_ENOSYS without a driver. */
-int vram_device_open(int index, const vram_device_opts *opts, vram_device **out);
+VRAM_API int vram_device_open(int index, const vram_device_opts *opts, vram_device **out);
 
 /* Undo one open. The last close returns VRAM_EBUSY, and closes nothing, while
  * a backend or a pool still uses the device or a stream is still acquired. */
-int vram_device_close(vram_device *dev);
+VRAM_API int vram_device_close(vram_device *dev);
 
 /* Make the shared context current in the calling thread (cheap when it
  * already is). Worker threads call this once before any CUDA work. */
-int vram_device_bind(vram_device *dev);
+VRAM_API int vram_device_bind(vram_device *dev);
 
 /* Describe the device (the free bytes and stack limit are read now). */
-int vram_device_info_get(vram_device *dev, vram_device_info *out);
+VRAM_API int vram_device_info_get(vram_device *dev, vram_device_info *out);
 
 /* Take a stream of the given priority from the device's pool (created on
  * first need, non-blocking with respect to the legacy default stream), and
  * give it back. Releasing a stream the pool did not hand out, or twice, is
  * VRAM_EINVAL. */
-int vram_device_stream_acquire(vram_device *dev, vram_priority priority, vram_stream *out);
-int vram_device_stream_release(vram_device *dev, vram_stream stream);
+VRAM_API int vram_device_stream_acquire(vram_device *dev, vram_priority priority, vram_stream *out);
+VRAM_API int vram_device_stream_release(vram_device *dev, vram_stream stream);
 
 /* Device memory as the driver sees it now (cuMemGetInfo): free and total
  * bytes. Cheap enough to sample, unlike vram_device_info_get(). */
-int vram_device_memory(vram_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+VRAM_API int vram_device_memory(vram_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Wait for all work on the device (cuCtxSynchronize). */
-int vram_device_synchronize(vram_device *dev);
+VRAM_API int vram_device_synchronize(vram_device *dev);
 
 /* The shared context (a CUcontext), for code that calls CUDA itself. */
-void *vram_device_context(vram_device *dev);
+VRAM_API void *vram_device_context(vram_device *dev);
 
 /* How many CUDA contexts vramkit holds now (primary contexts retained by
  * vram_device_open and not yet released); 0 without a GPU. */
-unsigned vram_device_contexts(void);
+VRAM_API unsigned vram_device_contexts(void);
+
+/* The CUDA driver's entry point `symbol` ("cuMemcpyHtoDAsync", the name
+ * cuGetProcAddress takes) at the ABI of CUDA version `cuda_version`, from
+ * the driver vramkit opens (once per process, on first use): for code that
+ * calls the driver without linking libcuda (vramkit/cuda_table.h fills a
+ * typed table). VRAM_ENOSYS with the reason when there is no usable driver
+ * or it lacks the entry point; *fn is NULL then. */
+VRAM_API int vram_cuda_proc(const char *symbol, int cuda_version, void **fn);
+
+/* Record a failed driver call (a CUresult) as this thread's last error,
+ * "<what> failed: CUDA_ERROR_X (text)" with `what` formatted, and return
+ * its vramkit code: VRAM_ENOMEM for CUDA_ERROR_OUT_OF_MEMORY, else
+ * VRAM_EBACKEND. */
+VRAM_API int vram_cuda_fail(int cuda_result, const char *what, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef VRAMKIT_ENGINE_H
 #define VRAMKIT_ENGINE_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +31,22 @@ extern "C" {
 
 typedef struct vram_engine vram_engine;
 typedef struct vram_context vram_context;
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+typedef enum vram_dtype {
+    VRAM_DTYPE_UNDEFINED = 0,
+    VRAM_DTYPE_FLOAT = 1,
+    VRAM_DTYPE_UINT8 = 2,
+    VRAM_DTYPE_INT8 = 3,
+    VRAM_DTYPE_INT32 = 6,
+    VRAM_DTYPE_INT64 = 7,
+    VRAM_DTYPE_BOOL = 9,
+    VRAM_DTYPE_FLOAT16 = 10,
+    VRAM_DTYPE_DOUBLE = 11,
+} vram_dtype;
+
+/* The most dimensions a tensor has. */
+#define VRAM_TENSOR_MAX_RANK 8
 
 /* vram_engine_opts.workspace_limit: the executor's default (cpu 256 KiB,
  * cuda 64 MiB). */
@@ -63,34 +81,37 @@ typedef struct vram_engine_opts {
 
 /* Defaults: executor "cpu", batch 1, own pool, alignment 256, the
  * executor's workspace limit, exact FP32, no graphs. */
-int vram_engine_opts_init(vram_engine_opts *opts);
+VRAM_API int vram_engine_opts_init(vram_engine_opts *opts);
 
 /* Load an ONNX model from a file or from memory. VRAM_EPARSE for a
  * malformed or hostile file, VRAM_ENOSYS for an unsupported operator (named,
  * with its node), VRAM_EIO when the file cannot be read, VRAM_EINVAL for bad
  * options or inconsistent shapes; *out is NULL then. */
-int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out);
-int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
+VRAM_API int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out);
+VRAM_API int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
                            vram_engine **out);
 /* VRAM_EBUSY while a context of it lives. */
-int vram_engine_destroy(vram_engine *engine);
+VRAM_API int vram_engine_destroy(vram_engine *engine);
 
-/* A tensor's name, element type (ONNX's numbering: 1 float, 7 int64...),
- * and shape at the engine's batch. */
+/* A tensor's name, element type (vram_dtype) and shape at the engine's
+ * batch. */
 typedef struct vram_tensor_desc {
     const char *name; /* owned by the engine */
     int dtype;
     int rank;
-    int64_t dims[8];
+    int64_t dims[VRAM_TENSOR_MAX_RANK];
 } vram_tensor_desc;
 
-size_t vram_engine_input_count(const vram_engine *engine);
-size_t vram_engine_output_count(const vram_engine *engine);
+VRAM_API size_t vram_engine_input_count(const vram_engine *engine);
+VRAM_API size_t vram_engine_output_count(const vram_engine *engine);
 /* VRAM_EINVAL when i is out of range. */
-int vram_engine_input(const vram_engine *engine, size_t i, vram_tensor_desc *out);
-int vram_engine_output(const vram_engine *engine, size_t i, vram_tensor_desc *out);
-/* ONNX's name of a dtype ("float", "int64", ...). */
-const char *vram_dtype_name(int dtype);
+VRAM_API int vram_engine_input(const vram_engine *engine, size_t i, vram_tensor_desc *out);
+VRAM_API int vram_engine_output(const vram_engine *engine, size_t i, vram_tensor_desc *out);
+/* ONNX's name of a dtype ("float", "int64", ...; "type 13" for another, in
+ * a buffer per thread). */
+VRAM_API const char *vram_dtype_name(int dtype);
+/* Bytes per element; 0 for a type the engine does not handle. */
+VRAM_API size_t vram_dtype_size(int dtype);
 
 /* The engine's memory, in four categories, and what one more context costs
  * (its arena, workspace and bindings). */
@@ -102,7 +123,7 @@ typedef struct vram_engine_memory {
     uint64_t workspace_bytes;       /* one context's scratch for the kernels */
     uint64_t context_bytes;         /* activations + io + workspace */
 } vram_engine_memory;
-int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
+VRAM_API int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
 
 /* Operators of the model as executed (after folding), counted by type. */
 typedef struct vram_op_count {
@@ -111,7 +132,7 @@ typedef struct vram_op_count {
 } vram_op_count;
 /* Fills up to `cap` entries (sorted by name), returns how many types there
  * are in *n. */
-int vram_engine_op_counts(const vram_engine *engine, vram_op_count *out, size_t cap, size_t *n);
+VRAM_API int vram_engine_op_counts(const vram_engine *engine, vram_op_count *out, size_t cap, size_t *n);
 /* Nodes of the file, nodes folded into constants at load, BatchNormalizations
  * folded into their convolution. */
 typedef struct vram_engine_info {
@@ -121,39 +142,39 @@ typedef struct vram_engine_info {
     int64_t batch;      /* the largest batch */
     int batch_symbolic; /* contexts may run at batches 1..batch */
 } vram_engine_info;
-int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
+VRAM_API int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
 
 /* A context: allocates its arena, workspace and bindings from the engine's
  * pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; nothing is kept then). */
-int vram_context_create(vram_engine *engine, vram_context **out);
-int vram_context_destroy(vram_context *ctx);
+VRAM_API int vram_context_create(vram_engine *engine, vram_context **out);
+VRAM_API int vram_context_destroy(vram_context *ctx);
 
 /* Copy `bytes` bytes of input `i` into its binding: the element type must be
  * the input's and the byte count its size at the engine's batch (the message
  * gives both). */
-int vram_context_set_input(vram_context *ctx, size_t i, const void *data, size_t bytes);
+VRAM_API int vram_context_set_input(vram_context *ctx, size_t i, const void *data, size_t bytes);
 /* Run the next runs at `batch` (1 .. the engine's batch, when the model's
  * batch is symbolic): inputs and outputs then have that batch's sizes.
  * VRAM_EINVAL outside that range, or for another batch of a model whose
  * batch is fixed. A new context runs at the engine's batch. */
-int vram_context_set_batch(vram_context *ctx, int64_t batch);
-int64_t vram_context_batch(const vram_context *ctx);
+VRAM_API int vram_context_set_batch(vram_context *ctx, int64_t batch);
+VRAM_API int64_t vram_context_batch(const vram_context *ctx);
 /* Input or output i's name, type and shape at the context's batch. */
-int vram_context_input_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
-int vram_context_output_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
+VRAM_API int vram_context_input_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
+VRAM_API int vram_context_output_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
 /* Run the model and wait for it. Allocates nothing. cuda: a value in the
  * data that makes a step invalid (a Gather index out of range, an integer
  * division by zero) is VRAM_EINVAL naming the step, found after the run. */
-int vram_context_run(vram_context *ctx);
+VRAM_API int vram_context_run(vram_context *ctx);
 /* Output i after a run: a pointer into the context's binding (device memory
  * for the cuda executor), valid until the next run or destroy, and its byte
  * count. */
-int vram_context_output(vram_context *ctx, size_t i, const void **data, size_t *bytes);
+VRAM_API int vram_context_output(vram_context *ctx, size_t i, const void **data, size_t *bytes);
 /* Copy output i after a run into host memory: `bytes` must be its size at
  * the context's batch (the message gives it). */
-int vram_context_read_output(vram_context *ctx, size_t i, void *dst, size_t bytes);
+VRAM_API int vram_context_read_output(vram_context *ctx, size_t i, void *dst, size_t bytes);
 /* The stream a cuda context runs on (NULL for the cpu executor). */
-vram_stream vram_context_stream(const vram_context *ctx);
+VRAM_API vram_stream vram_context_stream(const vram_context *ctx);
 
 #ifdef __cplusplus
 }

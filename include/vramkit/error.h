@@ -7,6 +7,8 @@
 #ifndef VRAMKIT_ERROR_H
 #define VRAMKIT_ERROR_H
 
+#include "vramkit/api.h"
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -35,31 +37,31 @@ enum {
 };
 
 /* The description of an error code ("owner budget exceeded"); never NULL. */
-const char *vram_strerror(int code);
+VRAM_API const char *vram_strerror(int code);
 
 /* The symbolic name of an error code ("VRAM_EBUDGET"); never NULL. */
-const char *vram_err_name(int code);
+VRAM_API const char *vram_err_name(int code);
 
 /* The sentence describing the last failure on this thread, with its numbers,
  * e.g. `budget of owner "cam07" exceeded: requested 24.0 MiB, live 230.1 of
  * 256.0 MiB`. Empty when nothing failed yet. Valid until the next failing call
  * on the same thread. */
-const char *vram_last_error(void);
+VRAM_API const char *vram_last_error(void);
 
 /* Forget the last error of this thread. */
-void vram_clear_error(void);
+VRAM_API void vram_clear_error(void);
 
 /* Record a failure: the formatted sentence becomes this thread's
  * vram_last_error() (truncated to 1023 bytes) and `code` is returned, so a
  * failing path reads `return vram_set_error(VRAM_EINVAL, "...", ...)`. For
  * code built on vramkit (a custom backend, a layer of its own) that reports
  * through the same channel. The arguments may include vram_last_error(). */
-int vram_set_error(int code, const char *fmt, ...)
+VRAM_API int vram_set_error(int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-int vram_set_errorv(int code, const char *fmt, va_list ap);
+VRAM_API int vram_set_errorv(int code, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

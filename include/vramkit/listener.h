@@ -24,6 +24,8 @@
 #ifndef VRAMKIT_LISTENER_H
 #define VRAMKIT_LISTENER_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,7 +57,7 @@ typedef enum vram_event_type {
      VRAM_EVENT_BIT(VRAM_EVENT_REFUSE))
 
 /* "alloc", "free", "refuse"; "?" for anything else. */
-const char *vram_event_type_name(vram_event_type type);
+VRAM_API const char *vram_event_type_name(vram_event_type type);
 
 /* One event; valid for the call it is passed to. */
 typedef struct vram_event {
@@ -129,12 +131,12 @@ typedef struct vram_listener {
  * vram_pool_unlisten. VRAM_EINVAL for a bad table (no on_event, a size that
  * is not sizeof(vram_listener)), VRAM_ELIMIT past VRAM_LISTENERS_MAX,
  * VRAM_EBUSY from inside a listener of this pool. */
-int vram_pool_listen(vram_pool *pool, const vram_listener *listener, uint32_t *id);
+VRAM_API int vram_pool_listen(vram_pool *pool, const vram_listener *listener, uint32_t *id);
 
 /* Remove a listener, after its on_report steps running on other threads
  * finish; then its on_detach runs, whose error is returned. VRAM_EINVAL for
  * an unknown id, VRAM_EBUSY from inside a listener of this pool. */
-int vram_pool_unlisten(vram_pool *pool, uint32_t id);
+VRAM_API int vram_pool_unlisten(vram_pool *pool, uint32_t id);
 
 /* ---- the ring of the last events ---- */
 
@@ -154,14 +156,14 @@ typedef struct vram_ring_event {
 /* Keep the pool's last `capacity` events (1 .. 2^24), a listener of its
  * own: each event costs a clock read and a 48-byte store under the lock.
  * The ring lives until vram_pool_ring_detach or the pool's end. */
-int vram_pool_ring_attach(vram_pool *pool, uint32_t capacity, vram_ring **out);
-int vram_pool_ring_detach(vram_pool *pool, vram_ring *ring);
+VRAM_API int vram_pool_ring_attach(vram_pool *pool, uint32_t capacity, vram_ring **out);
+VRAM_API int vram_pool_ring_detach(vram_pool *pool, vram_ring *ring);
 
 /* Copy the ring's events, oldest first, into out[0 .. cap-1] (the newest
  * cap when it holds more); *n gets how many were copied and *total (may be
  * NULL) how many events the ring has seen. Safe from any thread, and from
  * a listener's on_event of the same pool (where the lock is held already). */
-int vram_ring_read(vram_ring *ring, vram_ring_event *out, size_t cap, size_t *n,
+VRAM_API int vram_ring_read(vram_ring *ring, vram_ring_event *out, size_t cap, size_t *n,
                    uint64_t *total);
 
 /* ---- traces ---- */
@@ -172,10 +174,10 @@ int vram_ring_read(vram_ring *ring, vram_ring_event *out, size_t cap, size_t *n,
  * another's lines. VRAM_EIO naming the path when it cannot be created,
  * VRAM_EBUSY when the pool traces already. A failed write stops the trace
  * (logged); vram_pool_trace_stop and vram_pool_destroy then report it. */
-int vram_pool_trace_start(vram_pool *pool, const char *path);
+VRAM_API int vram_pool_trace_start(vram_pool *pool, const char *path);
 /* 0, VRAM_EINVAL when the pool has no trace, or VRAM_EIO when the trace is
  * incomplete (a write or closing it failed). */
-int vram_pool_trace_stop(vram_pool *pool);
+VRAM_API int vram_pool_trace_stop(vram_pool *pool);
 
 /* ---- pools made from the configuration ---- */
 
@@ -193,7 +195,7 @@ typedef struct vram_pool_hook {
 
 /* Register a hook for the rest of the process (thread-safe; the same hook
  * twice is registered once). VRAM_ELIMIT past 8 hooks. */
-int vram_pool_hook_add(const vram_pool_hook *hook);
+VRAM_API int vram_pool_hook_add(const vram_pool_hook *hook);
 
 #ifdef __cplusplus
 }

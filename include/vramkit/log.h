@@ -3,6 +3,8 @@
 #ifndef VRAMKIT_LOG_H
 #define VRAMKIT_LOG_H
 
+#include "vramkit/api.h"
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -22,23 +24,23 @@ typedef void (*vram_log_fn)(void *ctx, vram_log_level level, const char *line);
 /* Send log lines to `fn` instead of standard error; NULL restores the default.
  * Lines below the configured level are not produced at all. Set it at start-up:
  * changing it while other threads log is not synchronised. */
-void vram_log_set_handler(vram_log_fn fn, void *ctx);
+VRAM_API void vram_log_set_handler(vram_log_fn fn, void *ctx);
 
 /* The name of a level ("warn"). */
-const char *vram_log_level_name(vram_log_level level);
+VRAM_API const char *vram_log_level_name(vram_log_level level);
 
 /* Whether lines at `level` are produced (VRAM_LOG_LEVEL or more severe). */
-int vram_log_enabled(vram_log_level level);
+VRAM_API int vram_log_enabled(vram_log_level level);
 
 /* Log one line (formatted, at most 1023 bytes, no trailing newline needed)
  * through the handler, if `level` is enabled. For code built on vramkit, so
  * that its lines go where the library's go. */
-void vram_log(vram_log_level level, const char *fmt, ...)
+VRAM_API void vram_log(vram_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void vram_logv(vram_log_level level, const char *fmt, va_list ap);
+VRAM_API void vram_logv(vram_log_level level, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

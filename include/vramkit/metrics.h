@@ -38,6 +38,8 @@
 #ifndef VRAMKIT_METRICS_H
 #define VRAMKIT_METRICS_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 
 #include "vramkit/monitor.h"
@@ -71,14 +73,14 @@ typedef struct vram_metrics_opts {
 /* Defaults: no pools, no monitor, every GPU, the address and port of the
  * VRAM_METRICS_ADDRESS and VRAM_METRICS_PORT options. Returns 0 or
  * VRAM_EINVAL when one of those is malformed (the default is kept then). */
-int vram_metrics_opts_init(vram_metrics_opts *opts);
+VRAM_API int vram_metrics_opts_init(vram_metrics_opts *opts);
 
 /* Write the exposition of opts' pools, GPUs and monitor through `write`,
  * without HTTP (the server's settings in opts are ignored). Each pool's
  * statistics are read under its lock, so pools may be in use meanwhile.
  * Returns 0, VRAM_EINVAL (NULL arguments, a NULL pool, two pools of one
  * name), or the error of the writer or of the monitor. */
-int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx);
+VRAM_API int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx);
 
 typedef struct vram_metrics vram_metrics;
 
@@ -86,25 +88,25 @@ typedef struct vram_metrics vram_metrics;
  * VRAM_EINVAL (a bad address, port above 65535, limits out of range, a NULL
  * or duplicate pool), VRAM_EIO when the socket cannot be bound or the server
  * not started (the sentence names the address, the port and the reason). */
-int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out);
+VRAM_API int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out);
 
 /* The TCP port the server listens on (the one picked when opts.port was 0). */
-unsigned vram_metrics_port(const vram_metrics *server);
+VRAM_API unsigned vram_metrics_port(const vram_metrics *server);
 
 /* Expose one more pool / stop exposing one. Adding a pool already exposed, or
  * one whose name an exposed pool has, is VRAM_EINVAL; so is removing one not
  * exposed. Once remove returns no request touches the pool, so it may be
  * destroyed; a pool must be removed (or the server stopped) before that. */
-int vram_metrics_add_pool(vram_metrics *server, vram_pool *pool);
-int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
+VRAM_API int vram_metrics_add_pool(vram_metrics *server, vram_pool *pool);
+VRAM_API int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
 
 /* The exposition the server would answer now, through `write`. The server's
  * lock is held while `write` runs: it must not add or remove pools. */
-int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx);
+VRAM_API int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx);
 
 /* Stop: close the socket, finish the requests in flight, join the threads
  * and free the server. NULL is accepted. Returns 0. */
-int vram_metrics_stop(vram_metrics *server);
+VRAM_API int vram_metrics_stop(vram_metrics *server);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 #ifndef VRAMKIT_MONITOR_H
 #define VRAMKIT_MONITOR_H
 
+#include "vramkit/api.h"
+
 #include <stdint.h>
 
 #include "vramkit/nvml.h"
@@ -103,31 +105,31 @@ typedef struct vram_monitor_opts {
 
 /* Fill opts from the configuration (VRAM_MONITOR_* and the alert options).
  * Returns 0 or VRAM_EINVAL when an environment variable is malformed. */
-int vram_monitor_opts_init(vram_monitor_opts *opts);
+VRAM_API int vram_monitor_opts_init(vram_monitor_opts *opts);
 
 /* Create a monitor (opts NULL: the configuration) and, unless opts->manual,
  * start its sampling thread; the first sample is taken at once. Files named
  * in opts are created (truncated) now: VRAM_EIO naming the path if they
  * cannot be. On error *out is NULL. */
-int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out);
+VRAM_API int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out);
 
 /* Stop the thread, finish the files and free the monitor. Returns 0, or
  * VRAM_EIO if a file could not be written completely (the monitor is freed
  * anyway). NULL is accepted. */
-int vram_monitor_stop(vram_monitor *m);
+VRAM_API int vram_monitor_stop(vram_monitor *m);
 
 /* Watch a pool / stop watching it. Adding a pool twice, or a second pool of
  * the same name (samples, trends and alerts name pools), is VRAM_EINVAL;
  * removing one not watched is VRAM_EINVAL. Once remove returns, the monitor
  * no longer touches the pool and forgets its alerts; its samples stay in the
  * ring. */
-int vram_monitor_add_pool(vram_monitor *m, vram_pool *pool);
-int vram_monitor_remove_pool(vram_monitor *m, vram_pool *pool);
+VRAM_API int vram_monitor_add_pool(vram_monitor *m, vram_pool *pool);
+VRAM_API int vram_monitor_remove_pool(vram_monitor *m, vram_pool *pool);
 
 /* Take a sample now; iteration >= 0 records the caller's iteration number
  * (the trend is then also computed per iteration), -1 means unknown. Alerts
  * are evaluated and the files written as for the thread's samples. */
-int vram_monitor_sample(vram_monitor *m, int64_t iteration);
+VRAM_API int vram_monitor_sample(vram_monitor *m, int64_t iteration);
 
 /* One sample as read back: a deep copy the caller frees with
  * vram_sample_free(). Owners with no live and no peak bytes are left out. */
@@ -177,12 +179,12 @@ typedef struct vram_sample {
 
 /* How many samples were taken in all (*total) and are kept in the ring
  * (*kept, at most opts.ring_samples); either may be NULL. */
-int vram_monitor_sample_count(vram_monitor *m, uint64_t *total, uint32_t *kept);
+VRAM_API int vram_monitor_sample_count(vram_monitor *m, uint64_t *total, uint32_t *kept);
 
 /* Copy kept sample i (0: the oldest kept, kept - 1: the newest).
  * VRAM_EINVAL for i >= kept. */
-int vram_monitor_sample_get(vram_monitor *m, uint32_t i, vram_sample **out);
-void vram_sample_free(vram_sample *s);
+VRAM_API int vram_monitor_sample_get(vram_monitor *m, uint32_t i, vram_sample **out);
+VRAM_API void vram_sample_free(vram_sample *s);
 
 /* The leak verdict. */
 typedef struct vram_trend {
@@ -203,19 +205,19 @@ typedef struct vram_trend {
  * otherwise the slope over time. With fewer than opts.min_samples samples in
  * the window, samples says how many there were, the slopes are NAN and
  * growing is 0. VRAM_EINVAL for a pool name never sampled. */
-int vram_monitor_trend(vram_monitor *m, const char *pool, vram_trend *out);
+VRAM_API int vram_monitor_trend(vram_monitor *m, const char *pool, vram_trend *out);
 
 /* Alerts raised so far of a type and level (clear counts the clears). */
-int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_level level,
+VRAM_API int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_level level,
                              uint64_t *out);
 
 /* The monitor's own Prometheus families (text exposition 0.0.4): samples
  * taken, sampling time, alerts raised and active, and per pool the slope of
  * live bytes, its confidence and the verdict. */
-int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx);
+VRAM_API int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx);
 
-const char *vram_alert_type_name(vram_alert_type type);
-const char *vram_alert_level_name(vram_alert_level level);
+VRAM_API const char *vram_alert_type_name(vram_alert_type type);
+VRAM_API const char *vram_alert_level_name(vram_alert_level level);
 
 #ifdef __cplusplus
 }

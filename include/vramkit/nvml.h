@@ -2,7 +2,7 @@
  * NVML (the library nvidia-smi reads).
  *
  * NVML needs no CUDA context of its own, so it is the honest instrument for
- * device-wide used memory: reading it changes nothing. libvramkit does not
+ * device-wide used memory: reading it changes nothing. libvramkit-core does not
  * link NVML; it opens libnvidia-ml.so.1 with dlopen the first time one of
  * these functions is called (once per process, thread-safe) and keeps NVML
  * initialised until the process exits. Where the library cannot be loaded or
@@ -16,6 +16,8 @@
  * vram_gpu_memory_read_pci(). */
 #ifndef VRAMKIT_NVML_H
 #define VRAMKIT_NVML_H
+
+#include "vramkit/api.h"
 
 #include <stdint.h>
 
@@ -53,19 +55,26 @@ typedef struct vram_gpu_memory {
 
 /* How many GPUs NVML sees. VRAM_EINVAL for a NULL count; VRAM_ENOSYS without
  * NVML (*count is then 0); VRAM_EBACKEND if NVML fails. */
-int vram_gpu_count(int *count);
+VRAM_API int vram_gpu_count(int *count);
 
 /* Read GPU `index` (NVML's index) into *out, which the caller owns: memory
  * totals now, and the compute processes using the GPU with their memory and
  * names. VRAM_EINVAL for a NULL out or an index NVML does not have,
  * VRAM_ENOSYS without NVML, VRAM_EBACKEND if an NVML call fails. On error
  * *out holds no figures (it is zeroed, index -1). */
-int vram_gpu_memory_read(int index, vram_gpu_memory *out);
+VRAM_API int vram_gpu_memory_read(int index, vram_gpu_memory *out);
 
 /* The same for the GPU at a PCI bus id ("0000:19:00.0", as
  * cuDeviceGetPCIBusId and vram_device_info.pci_bus_id give it). VRAM_EINVAL
  * for NULL arguments, VRAM_EBACKEND if NVML has no GPU there. */
-int vram_gpu_memory_read_pci(const char *pci_bus_id, vram_gpu_memory *out);
+VRAM_API int vram_gpu_memory_read_pci(const char *pci_bus_id, vram_gpu_memory *out);
+
+/* Device-wide used and total bytes of the GPU at a PCI bus id, now, and
+ * nothing else (no process list, no names): cheap enough to poll between
+ * the steps of a measurement. `total` may be NULL. VRAM_EINVAL for NULL
+ * arguments, VRAM_ENOSYS without NVML, VRAM_EBACKEND if NVML has no GPU
+ * there or fails. */
+VRAM_API int vram_gpu_memory_used(const char *pci_bus_id, uint64_t *used, uint64_t *total);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,8 @@
 #ifndef VRAMKIT_OOM_H
 #define VRAMKIT_OOM_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,7 +89,7 @@ typedef enum vram_oom_cause {
 } vram_oom_cause;
 
 /* "exceeds_configured", "leak", "fragmentation", "other_processes"; "?". */
-const char *vram_oom_cause_name(vram_oom_cause cause);
+VRAM_API const char *vram_oom_cause_name(vram_oom_cause cause);
 
 /* What a written report was, for the callback. Strings live for the call. */
 typedef struct vram_oom_report_info {
@@ -126,7 +128,7 @@ typedef struct vram_oom_opts {
  * last_events VRAM_OOM_EVENTS, max_reports VRAM_OOM_MAX_REPORTS per
  * window_s 60, gpu_index -1, no monitor, no callback. Returns 0 or
  * VRAM_EINVAL when an environment variable is malformed. */
-int vram_oom_opts_init(vram_oom_opts *opts);
+VRAM_API int vram_oom_opts_init(vram_oom_opts *opts);
 
 /* Watch a pool: from now on its refused allocations are reported. The
  * options are copied; the directory is created now (VRAM_EIO naming it and
@@ -135,11 +137,11 @@ int vram_oom_opts_init(vram_oom_opts *opts);
  * allocations and frees also go into its ring of last_events (a clock read
  * and a 40-byte store each). The watch ends with vram_pool_oom_unwatch or
  * with the pool. */
-int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts);
+VRAM_API int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts);
 
 /* Stop watching, after reports being written on other threads finish.
  * VRAM_EINVAL if the pool is not watched, VRAM_EBUSY from the callback. */
-int vram_pool_oom_unwatch(vram_pool *pool);
+VRAM_API int vram_pool_oom_unwatch(vram_pool *pool);
 
 typedef struct vram_oom_stats {
     uint64_t refusals;       /* budget and device refusals seen by the watch */
@@ -150,12 +152,12 @@ typedef struct vram_oom_stats {
 } vram_oom_stats;
 
 /* The watch's counters. VRAM_EINVAL if the pool is not watched. */
-int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out);
+VRAM_API int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out);
 
 /* The path of the last report's JSON ("" if none yet) into buf[0 .. cap-1],
  * NUL-terminated. VRAM_EINVAL if the pool is not watched, VRAM_ELIMIT when
  * cap is too small (the sentence gives the bytes needed; buf is then ""). */
-int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap);
+VRAM_API int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

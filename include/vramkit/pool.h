@@ -40,6 +40,8 @@
 #ifndef VRAMKIT_POOL_H
 #define VRAMKIT_POOL_H
 
+#include "vramkit/api.h"
+
 #include <stdint.h>
 
 #include "vramkit/backend.h"
@@ -115,11 +117,11 @@ typedef struct vram_pool_opts {
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).
  * Returns 0 or VRAM_EINVAL when an environment variable is malformed (opts
  * then hold the defaults for it). */
-int vram_pool_opts_init(vram_pool_opts *opts);
+VRAM_API int vram_pool_opts_init(vram_pool_opts *opts);
 
 /* Create a pool. opts may be NULL (configuration values). On error *out is
  * NULL and nothing is leaked. The pool keeps its own copies of strings. */
-int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
+VRAM_API int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
 
 /* Destroy a pool and give everything back to the backend. Refuses with
  * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
@@ -128,21 +130,21 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
  * (it is lost to the backend); another error, that the pool is gone but a
  * listener's detach failed (VRAM_EIO: its trace could not be finished).
  * NULL is accepted. */
-int vram_pool_destroy(vram_pool *pool);
+VRAM_API int vram_pool_destroy(vram_pool *pool);
 
 /* Register an owner; budget 0 means none. Names are unique per pool: creating
  * an existing name returns VRAM_EINVAL. VRAM_ELIMIT past VRAM_OWNERS_MAX. */
-int vram_owner_create(vram_pool *pool, const char *name, uint64_t budget, vram_owner *out);
+VRAM_API int vram_owner_create(vram_pool *pool, const char *name, uint64_t budget, vram_owner *out);
 
 /* Look an owner up by name; VRAM_EINVAL if there is none. */
-int vram_owner_find(vram_pool *pool, const char *name, vram_owner *out);
+VRAM_API int vram_owner_find(vram_pool *pool, const char *name, vram_owner *out);
 
 /* Change an owner's budget (0: none). Lowering it below the owner's live
  * bytes is allowed: its next requests fail until it frees enough. */
-int vram_owner_set_budget(vram_pool *pool, vram_owner owner, uint64_t budget);
+VRAM_API int vram_owner_set_budget(vram_pool *pool, vram_owner owner, uint64_t budget);
 
 /* Name of an owner, or NULL for an unknown id. Valid while the pool lives. */
-const char *vram_owner_name(vram_pool *pool, vram_owner owner);
+VRAM_API const char *vram_owner_name(vram_pool *pool, vram_owner owner);
 
 /* Allocate `size` bytes (> 0) for `owner`, of `kind`, to be used on `stream`.
  * Errors: VRAM_EINVAL (size 0, unknown owner or kind), VRAM_EBUDGET (this
@@ -150,13 +152,13 @@ const char *vram_owner_name(vram_pool *pool, vram_owner owner);
  * VRAM_ENOMEM (the backend has no more memory even after returning free
  * memory), VRAM_EHOSTMEM (block descriptors). *ptr is NULL on error, and
  * vram_last_error() holds the sentence with the numbers. */
-int vram_pool_alloc(vram_pool *pool, uint64_t size, vram_owner owner, vram_kind kind,
+VRAM_API int vram_pool_alloc(vram_pool *pool, uint64_t size, vram_owner owner, vram_kind kind,
                     vram_stream stream, void **ptr);
 
 /* Free a block after the work queued on `stream` that uses it. NULL is a
  * no-op. VRAM_ENOTALLOC for a pointer this pool did not hand out or freed
  * already (a double free): nothing changes then. */
-int vram_pool_free(vram_pool *pool, void *ptr, vram_stream stream);
+VRAM_API int vram_pool_free(vram_pool *pool, void *ptr, vram_stream stream);
 
 /* Size and owner of a live block. VRAM_ENOTALLOC when ptr is not live. */
 typedef struct vram_block_info {
@@ -166,7 +168,7 @@ typedef struct vram_block_info {
     vram_kind kind;
     vram_stream stream;
 } vram_block_info;
-int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_info *out);
+VRAM_API int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_info *out);
 
 /* Return every free byte the backend can take back (free segments, free
  * mapped granules). A trim synchronises first, as emptying PyTorch's cache
@@ -175,18 +177,18 @@ int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_info *out)
  * all streams is finished, freeing everything and trimming leaves nothing
  * reserved. *released (may be NULL) gets the bytes returned. Errors of the
  * backend are reported; what could not be returned stays in the pool. */
-int vram_pool_trim(vram_pool *pool, uint64_t *released);
+VRAM_API int vram_pool_trim(vram_pool *pool, uint64_t *released);
 
 /* The pool's name, policy and backend. */
-const char *vram_pool_name(const vram_pool *pool);
-vram_policy vram_pool_policy(const vram_pool *pool);
-vram_backend *vram_pool_backend(const vram_pool *pool);
+VRAM_API const char *vram_pool_name(const vram_pool *pool);
+VRAM_API vram_policy vram_pool_policy(const vram_pool *pool);
+VRAM_API vram_backend *vram_pool_backend(const vram_pool *pool);
 
-const char *vram_kind_name(vram_kind kind);
+VRAM_API const char *vram_kind_name(vram_kind kind);
 /* Parse a kind name; VRAM_EINVAL if unknown. */
-int vram_kind_parse(const char *name, vram_kind *out);
-const char *vram_policy_name(vram_policy policy);
-int vram_policy_parse(const char *name, vram_policy *out);
+VRAM_API int vram_kind_parse(const char *name, vram_kind *out);
+VRAM_API const char *vram_policy_name(vram_policy policy);
+VRAM_API int vram_policy_parse(const char *name, vram_policy *out);
 
 #ifdef __cplusplus
 }

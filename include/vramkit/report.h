@@ -14,6 +14,8 @@
 #ifndef VRAMKIT_REPORT_H
 #define VRAMKIT_REPORT_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,7 +35,7 @@ typedef struct vram_report_opts {
 } vram_report_opts;
 
 /* Defaults (all zero, title NULL). */
-void vram_report_opts_init(vram_report_opts *opts);
+VRAM_API void vram_report_opts_init(vram_report_opts *opts);
 
 /* What an input was recognised as. */
 typedef enum vram_report_input {
@@ -50,35 +52,35 @@ typedef struct vram_report_input_info {
 
 /* A report with no inputs yet. VRAM_EINVAL for bad options (max_points below
  * 8), VRAM_EHOSTMEM. */
-int vram_report_create(const vram_report_opts *opts, vram_report **out);
-void vram_report_destroy(vram_report *r);
+VRAM_API int vram_report_create(const vram_report_opts *opts, vram_report **out);
+VRAM_API void vram_report_destroy(vram_report *r);
 
 /* Read the file at `path` (plain or gzip) and add what it holds. VRAM_EIO if
  * it cannot be read, VRAM_EPARSE if it is not one of the inputs above or is
  * malformed ("series.csv:57: ..."); the report is unchanged then. `info` may
  * be NULL. */
-int vram_report_add_file(vram_report *r, const char *path, vram_report_input_info *info);
+VRAM_API int vram_report_add_file(vram_report *r, const char *path, vram_report_input_info *info);
 
 /* The same for `len` bytes at `data` (not gzip), named `name` in messages. */
-int vram_report_add_data(vram_report *r, const char *name, const void *data, size_t len,
+VRAM_API int vram_report_add_data(vram_report *r, const char *name, const void *data, size_t len,
                          vram_report_input_info *info);
 
 /* Number of inputs added. */
-size_t vram_report_inputs(const vram_report *r);
+VRAM_API size_t vram_report_inputs(const vram_report *r);
 
 /* The page's data: one JSON object (inputs, series, snapshots, OOM reports)
  * as the page's script reads it. Returns 0 or the writer's error. */
-int vram_report_print_json(vram_report *r, vram_write_fn write, void *ctx);
+VRAM_API int vram_report_print_json(vram_report *r, vram_write_fn write, void *ctx);
 
 /* The whole page. VRAM_ENOSYS if this library was built without the page's
  * JavaScript (web/node_modules missing at build time; the sentence says
  * how to get it); else 0 or the writer's error. */
-int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx);
+VRAM_API int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx);
 
 /* Write the page to `path` through a temporary file in the same directory,
  * renamed over `path` only once complete: on any error `path` is untouched
  * and no temporary file is left. VRAM_EIO with the reason. */
-int vram_report_write(vram_report *r, const char *path);
+VRAM_API int vram_report_write(vram_report *r, const char *path);
 
 #ifdef __cplusplus
 }

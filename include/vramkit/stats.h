@@ -7,6 +7,8 @@
 #ifndef VRAMKIT_STATS_H
 #define VRAMKIT_STATS_H
 
+#include "vramkit/api.h"
+
 #include <stdint.h>
 
 #include "vramkit/pool.h"
@@ -69,27 +71,32 @@ typedef struct vram_usage_stats {
 } vram_usage_stats;
 
 /* Upper bound in bytes of histogram bucket i (UINT64_MAX for the last). */
-uint64_t vram_hist_bucket_limit(unsigned i);
+VRAM_API uint64_t vram_hist_bucket_limit(unsigned i);
 
 /* Counters are exact; largest_free_bytes and fragmentation are computed by a
  * walk of the free space, so this costs O(free blocks). */
-int vram_pool_stats_get(vram_pool *pool, vram_pool_stats *out);
+VRAM_API int vram_pool_stats_get(vram_pool *pool, vram_pool_stats *out);
+
+/* The counters alone, in O(1): the same as vram_pool_stats_get but with
+ * largest_free_bytes and fragmentation_ratio 0 (free_bytes is exact). For
+ * reading on every operation, as trace replay does. */
+VRAM_API int vram_pool_stats_counters(vram_pool *pool, vram_pool_stats *out);
 
 /* Usage of one owner / one kind. VRAM_EINVAL for an unknown one. */
-int vram_owner_stats_get(vram_pool *pool, vram_owner owner, vram_usage_stats *out);
-int vram_kind_stats_get(vram_pool *pool, vram_kind kind, vram_usage_stats *out);
+VRAM_API int vram_owner_stats_get(vram_pool *pool, vram_owner owner, vram_usage_stats *out);
+VRAM_API int vram_kind_stats_get(vram_pool *pool, vram_kind kind, vram_usage_stats *out);
 
 /* Reset peaks to the current values (live, reserved), e.g. between runs. */
-void vram_pool_reset_peaks(vram_pool *pool);
+VRAM_API void vram_pool_reset_peaks(vram_pool *pool);
 
 /* Print the pool's statistics, every owner, every kind and the histogram: a
  * text table or, with json non-zero, one JSON object. */
-int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx, int json);
+VRAM_API int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx, int json);
 
 /* Write a JSON snapshot: settings, segments (for vmm: mapped runs), every
  * block (address, size, requested size, owner, kind, state, stream), and
  * per-owner and per-kind totals. Consistent: taken under the pool's lock. */
-int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx);
+VRAM_API int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -2,11 +2,13 @@
  *
  * torch.cuda.memory.CUDAPluggableAllocator loads an allocation and a free
  * function from a shared library by name and routes every CUDA allocation of
- * the process through them. libvramkit.so exports the two it expects:
+ * the process through them. libvramkit-core.so exports the two it expects
+ * (it links neither cJSON nor libmicrohttpd nor protobuf-c, so loading it
+ * brings nothing else into PyTorch's process):
  *
  *   import torch
  *   alloc = torch.cuda.memory.CUDAPluggableAllocator(
- *       "libvramkit.so", "vram_torch_malloc", "vram_torch_free")
+ *       "libvramkit-core.so", "vram_torch_malloc", "vram_torch_free")
  *   torch.cuda.memory.change_current_allocator(alloc)
  *
  * run before anything touches CUDA memory (PyTorch refuses to swap an
@@ -37,6 +39,8 @@
 #ifndef VRAMKIT_TORCH_H
 #define VRAMKIT_TORCH_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -59,14 +63,14 @@ extern "C" {
  * index out of range, or the pool's refusal (VRAM_ENOMEM). Note that PyTorch
  * does not turn a NULL into torch.cuda.OutOfMemoryError: the failure is in
  * the log. */
-void *vram_torch_malloc(ssize_t size, int device, void *stream);
+VRAM_API void *vram_torch_malloc(ssize_t size, int device, void *stream);
 
 /* PyTorch's free function: give back `ptr`, allocated on `device`, after the
  * work queued on `stream` (the block's allocation stream). `size` is what was
  * asked for and is not needed. NULL is a no-op (PyTorch frees the NULL of an
  * empty tensor). A pointer the device's pool did not hand out is logged at
  * level error and otherwise ignored: there is no way to report it to PyTorch. */
-void vram_torch_free(void *ptr, ssize_t size, int device, void *stream);
+VRAM_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream);
 
 /* Write the statistics of `device`'s pool as one JSON object (no newline)
  * into buf[0 .. cap-1], NUL-terminated. Set up: {"device", "ready": true,
@@ -79,17 +83,17 @@ void vram_torch_free(void *ptr, ssize_t size, int device, void *stream);
  * VRAM_ELIMIT when cap is too small (buf, if cap > 0, is then ""; the message
  * gives the bytes needed; buf NULL with cap 0 asks just that); VRAM_EINVAL
  * for buf NULL with cap > 0 or a device out of range; VRAM_EHOSTMEM. */
-int vram_torch_stats_json(int device, char *buf, size_t cap);
+VRAM_API int vram_torch_stats_json(int device, char *buf, size_t cap);
 
 /* Reset the peaks of `device`'s pool to the current values (live, reserved),
  * as torch.cuda.reset_peak_memory_stats() would. VRAM_EINVAL when the device
  * has no pool (never used, or its set-up failed: the message says why). */
-int vram_torch_reset_peaks(int device);
+VRAM_API int vram_torch_reset_peaks(int device);
 
 /* The pool serving `device`, for the rest of the pool API (statistics,
  * snapshots, trim), or NULL when the device has none. Borrowed: owned by the
  * PyTorch allocator, valid until the process ends; do not destroy it. */
-vram_pool *vram_torch_pool(int device);
+VRAM_API vram_pool *vram_torch_pool(int device);
 
 #ifdef __cplusplus
 }

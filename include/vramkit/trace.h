@@ -11,6 +11,8 @@
 #ifndef VRAMKIT_TRACE_H
 #define VRAMKIT_TRACE_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,32 +53,32 @@ typedef struct vram_trace {
  * read), VRAM_EPARSE (malformed: the last error names the file, the line
  * number and the problem) or VRAM_EHOSTMEM, and *out is left NULL. The caller
  * frees the trace with vram_trace_free(). */
-int vram_trace_read(const char *path, vram_trace **out);
+VRAM_API int vram_trace_read(const char *path, vram_trace **out);
 
 /* Parse a trace already in memory (uncompressed CSV); `name` is used in error
  * messages. Same contract as vram_trace_read(). */
-int vram_trace_parse(const char *data, size_t len, const char *name, vram_trace **out);
+VRAM_API int vram_trace_parse(const char *data, size_t len, const char *name, vram_trace **out);
 
-void vram_trace_free(vram_trace *trace);
+VRAM_API void vram_trace_free(vram_trace *trace);
 
 /* Writes events in the same format; gzip-compressed when the path ends in
  * ".gz". Not thread-safe: serialise calls (the pool writes under its lock). */
 typedef struct vram_trace_writer vram_trace_writer;
 
 /* Create or truncate `path` and write the header. VRAM_EIO on failure. */
-int vram_trace_writer_open(const char *path, vram_trace_writer **out);
+VRAM_API int vram_trace_writer_open(const char *path, vram_trace_writer **out);
 
 /* Append one event; the time column is the current wall-clock time of day
  * (UTC). Returns 0 or VRAM_EIO. */
-int vram_trace_writer_event(vram_trace_writer *w, vram_trace_action action, uint32_t thread,
+VRAM_API int vram_trace_writer_event(vram_trace_writer *w, vram_trace_action action, uint32_t thread,
                             uint64_t ptr, uint64_t size, uint64_t stream);
 
 /* Flush and close; returns 0 or VRAM_EIO if anything could not be written.
  * The writer is freed in both cases. */
-int vram_trace_writer_close(vram_trace_writer *w);
+VRAM_API int vram_trace_writer_close(vram_trace_writer *w);
 
 /* The text of an action ("allocate failure"). */
-const char *vram_trace_action_name(vram_trace_action action);
+VRAM_API const char *vram_trace_action_name(vram_trace_action action);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef VRAMKIT_TYPES_H
 #define VRAMKIT_TYPES_H
 
+#include "vramkit/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,7 +21,7 @@ typedef void *vram_stream;
 typedef int (*vram_write_fn)(void *ctx, const char *data, size_t len);
 
 /* A vram_write_fn writing to a FILE * passed as ctx. */
-int vram_write_stdio(void *file, const char *data, size_t len);
+VRAM_API int vram_write_stdio(void *file, const char *data, size_t len);
 
 /* Text collected in memory: pass vram_write_buffer as the writer and a
  * zeroed vram_buffer as its ctx. The bytes accumulate in `data` (malloc'd,
@@ -32,10 +34,10 @@ typedef struct vram_buffer {
 
 /* A vram_write_fn appending to the vram_buffer passed as ctx. Returns 0, or
  * VRAM_EHOSTMEM (nothing appended) when it cannot grow. */
-int vram_write_buffer(void *buffer, const char *data, size_t len);
+VRAM_API int vram_write_buffer(void *buffer, const char *data, size_t len);
 
 /* Free the text and empty the buffer for reuse; NULL is accepted. */
-void vram_buffer_free(vram_buffer *buffer);
+VRAM_API void vram_buffer_free(vram_buffer *buffer);
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,7 @@ int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t b
     if (bytes != c->var->bytes[v])
         return vram__fail(VRAM_EINVAL, "input '%s' takes %llu bytes (%s, batch %lld), not %zu",
                           e->g.values[v].name, (unsigned long long)c->var->bytes[v],
-                          vram__dtype_name(e->g.values[v].dtype), (long long)c->var->batch, bytes);
+                          vram_dtype_name(e->g.values[v].dtype), (long long)c->var->batch, bytes);
     return bytes ? e->ex->copy_in(c->e, c, c->ptr[v], data, bytes) : 0;
 }
 
@@ -130,8 +130,8 @@ int vram_context_output(vram_context *c, size_t i, const void **data, size_t *by
 
 int vram_context_read_output(vram_context *c, size_t i, void *dst, size_t bytes)
 {
-    const void *src;
-    size_t n;
+    const void *src = NULL;
+    size_t n = 0;
     int rc = vram_context_output(c, i, &src, &n);
     if (rc)
         return rc;

@@ -23,8 +23,6 @@ int vram_engine_opts_init(vram_engine_opts *o)
     return 0;
 }
 
-const char *vram_dtype_name(int dtype) { return vram__dtype_name(dtype); }
-
 static void engine_free(vram_engine *e)
 {
     if (!e)
@@ -70,10 +68,10 @@ static int make_pool(vram_engine *e)
 int vram__value_bytes(const vram__value *v, const vram__shape *s, uint64_t *out)
 {
     int64_t n = vram__shape_elems(s);
-    size_t es = vram__dtype_size(v->dtype);
+    size_t es = vram_dtype_size(v->dtype);
     if (n < 0 || !es)
         return vram__fail(VRAM_EINVAL, "tensor '%s' has no known size (%s, rank %d)", v->name,
-                          vram__dtype_name(v->dtype), s->rank);
+                          vram_dtype_name(v->dtype), s->rank);
     if ((uint64_t)n > UINT64_MAX / es)
         return vram__fail(VRAM_EINVAL, "tensor '%s' is too large", v->name);
     *out = (uint64_t)n * es;

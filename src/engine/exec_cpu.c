@@ -61,7 +61,7 @@ static int run_step(vram_context *ctx, const vram__step *st)
             memcpy(y, x, (size_t)ctx->var->bytes[st->y]);
         return 0;
     case VRAM__OP_TRANSPOSE:
-        vram__cpu_transpose(vram__dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x),
+        vram__cpu_transpose(vram_dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x),
                             st->p.perm, x, y);
         return 0;
     case VRAM__OP_CONCAT: {
@@ -73,7 +73,7 @@ static int run_step(vram_context *ctx, const vram__step *st)
             xs[i] = shape_of(ctx, n->in[i]);
             xp[i] = ptr[n->in[i]];
         }
-        vram__cpu_concat(vram__dtype_size(g->values[st->y].dtype), st->p.axis, n->n_in, xs, xp,
+        vram__cpu_concat(vram_dtype_size(g->values[st->y].dtype), st->p.axis, n->n_in, xs, xp,
                          shape_of(ctx, st->y), y);
         return 0;
     }
@@ -83,25 +83,25 @@ static int run_step(vram_context *ctx, const vram__step *st)
             return vram__fail(VRAM_ENOSYS, "Split into %d outputs (at most 64)", n->n_out);
         for (int i = 0; i < n->n_out; i++)
             yp[i] = ptr[n->out[i]];
-        vram__cpu_split(vram__dtype_size(g->values[st->x].dtype), st->p.axis, shape_of(ctx, st->x),
+        vram__cpu_split(vram_dtype_size(g->values[st->x].dtype), st->p.axis, shape_of(ctx, st->x),
                         x, n->n_out, st->split_sizes, yp);
         return 0;
     }
     case VRAM__OP_SLICE:
-        vram__cpu_slice(vram__dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x), x,
+        vram__cpu_slice(vram_dtype_size(g->values[st->x].dtype), shape_of(ctx, st->x), x,
                         st->p.slice.starts, st->p.slice.steps, shape_of(ctx, st->y), y);
         return 0;
     case VRAM__OP_PAD: {
         int dt = g->values[st->x].dtype;
         float vf = (float)st->p.pad.value;
         int64_t vi = (int64_t)st->p.pad.value;
-        const void *val = dt == VRAM__DT_FLOAT ? (const void *)&vf : (const void *)&vi;
-        if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64 && st->p.pad.value != 0)
+        const void *val = dt == VRAM_DTYPE_FLOAT ? (const void *)&vf : (const void *)&vi;
+        if (dt != VRAM_DTYPE_FLOAT && dt != VRAM_DTYPE_INT64 && st->p.pad.value != 0)
             return vram__fail(VRAM_ENOSYS, "Pad with a non-zero value on %s",
-                              vram__dtype_name(dt));
-        if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64)
+                              vram_dtype_name(dt));
+        if (dt != VRAM_DTYPE_FLOAT && dt != VRAM_DTYPE_INT64)
             val = NULL;
-        return vram__cpu_pad(vram__dtype_size(dt), st->p.pad.mode, shape_of(ctx, st->x), x,
+        return vram__cpu_pad(vram_dtype_size(dt), st->p.pad.mode, shape_of(ctx, st->x), x,
                              st->p.pad.pads, val, shape_of(ctx, st->y), y);
     }
     case VRAM__OP_RESIZE:
@@ -112,7 +112,7 @@ static int run_step(vram_context *ctx, const vram__step *st)
         vram__cpu_softmax(&st->p.softmax.shape, st->p.softmax.axis, x, y);
         return 0;
     case VRAM__OP_GATHER:
-        return vram__cpu_gather(vram__dtype_size(g->values[st->x].dtype), st->p.axis,
+        return vram__cpu_gather(vram_dtype_size(g->values[st->x].dtype), st->p.axis,
                                 shape_of(ctx, st->x), x, shape_of(ctx, n->in[1]), IN(1),
                                 shape_of(ctx, st->y), y);
     case VRAM__OP_CAST:

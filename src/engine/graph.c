@@ -10,22 +10,22 @@
 #include "base/internal.h"
 #include "graph.h"
 
-size_t vram__dtype_size(int dtype)
+size_t vram_dtype_size(int dtype)
 {
     switch (dtype) {
-    case VRAM__DT_FLOAT: return 4;
-    case VRAM__DT_UINT8: return 1;
-    case VRAM__DT_INT8: return 1;
-    case VRAM__DT_INT32: return 4;
-    case VRAM__DT_INT64: return 8;
-    case VRAM__DT_BOOL: return 1;
-    case VRAM__DT_FLOAT16: return 2;
-    case VRAM__DT_DOUBLE: return 8;
+    case VRAM_DTYPE_FLOAT: return 4;
+    case VRAM_DTYPE_UINT8: return 1;
+    case VRAM_DTYPE_INT8: return 1;
+    case VRAM_DTYPE_INT32: return 4;
+    case VRAM_DTYPE_INT64: return 8;
+    case VRAM_DTYPE_BOOL: return 1;
+    case VRAM_DTYPE_FLOAT16: return 2;
+    case VRAM_DTYPE_DOUBLE: return 8;
     default: return 0;
     }
 }
 
-const char *vram__dtype_name(int dtype)
+const char *vram_dtype_name(int dtype)
 {
     /* Every ONNX TensorProto.DataType up to 16 has its name, including those
      * the engine does not handle, so messages can say "string" or "int16". */

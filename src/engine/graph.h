@@ -11,26 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types, numbered as ONNX's TensorProto.DataType. */
-typedef enum vram__dtype {
-    VRAM__DT_UNDEFINED = 0,
-    VRAM__DT_FLOAT = 1,
-    VRAM__DT_UINT8 = 2,
-    VRAM__DT_INT8 = 3,
-    VRAM__DT_INT32 = 6,
-    VRAM__DT_INT64 = 7,
-    VRAM__DT_BOOL = 9,
-    VRAM__DT_FLOAT16 = 10,
-    VRAM__DT_DOUBLE = 11,
-} vram__dtype;
+#include "vramkit/engine.h"
 
-/* Bytes per element (0 for a type the engine does not handle) and the
- * ONNX name ("float", "int64", ...; "type 13" style for unknown ones, in a
- * static buffer per thread). */
-size_t vram__dtype_size(int dtype);
-const char *vram__dtype_name(int dtype);
-
-#define VRAM__MAX_RANK 8
+/* Element types are the public vram_dtype; a tensor has at most
+ * VRAM_TENSOR_MAX_RANK dimensions. */
+#define VRAM__MAX_RANK VRAM_TENSOR_MAX_RANK
 
 /* A shape; a dimension of -1 is not known yet. Rank 0 is a scalar. */
 typedef struct vram__shape {
@@ -51,7 +36,7 @@ enum {
 /* A tensor of the graph: a graph input, an initializer, or a node's output. */
 typedef struct vram__value {
     char *name;
-    int dtype;                            /* vram__dtype; UNDEFINED until inferred */
+    int dtype;                            /* vram_dtype; UNDEFINED until inferred */
     vram__shape shape;                    /* rank -1: not known yet */
     char *dim_param[VRAM__MAX_RANK];      /* symbolic dimensions (graph inputs and
                                              outputs), e.g. "batch"; NULL otherwise */

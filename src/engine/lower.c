@@ -24,7 +24,7 @@ static const vram__value *in_value(const vram__graph *g, const vram__node *n, in
     return i < n->n_in && n->in[i] >= 0 ? &g->values[n->in[i]] : NULL;
 }
 
-static int is_float(const vram__value *v) { return v && v->dtype == VRAM__DT_FLOAT; }
+static int is_float(const vram__value *v) { return v && v->dtype == VRAM_DTYPE_FLOAT; }
 
 /* Constant int64 contents of input i (int32 is widened); n entries. */
 static int const_ints(const vram__graph *g, const vram__node *n, int i, int64_t *out, size_t cap,
@@ -33,14 +33,14 @@ static int const_ints(const vram__graph *g, const vram__node *n, int i, int64_t 
     const vram__value *v = in_value(g, n, i);
     if (!v || !v->data)
         return -1;
-    size_t es = vram__dtype_size(v->dtype);
-    if (v->dtype != VRAM__DT_INT64 && v->dtype != VRAM__DT_INT32)
+    size_t es = vram_dtype_size(v->dtype);
+    if (v->dtype != VRAM_DTYPE_INT64 && v->dtype != VRAM_DTYPE_INT32)
         return -1;
     size_t k = es ? v->nbytes / es : 0;
     if (k > cap)
         return -1;
     for (size_t j = 0; j < k; j++)
-        out[j] = v->dtype == VRAM__DT_INT64 ? ((const int64_t *)v->data)[j]
+        out[j] = v->dtype == VRAM_DTYPE_INT64 ? ((const int64_t *)v->data)[j]
                                             : ((const int32_t *)v->data)[j];
     *count = k;
     return 0;
@@ -52,7 +52,7 @@ static int const_float(const vram__graph *g, const vram__node *n, int i, float *
     const vram__value *v = in_value(g, n, i);
     if (!v)
         return 1; /* absent */
-    if (!v->data || v->dtype != VRAM__DT_FLOAT || v->nbytes != sizeof(float))
+    if (!v->data || v->dtype != VRAM_DTYPE_FLOAT || v->nbytes != sizeof(float))
         return -1;
     memcpy(out, v->data, sizeof *out);
     return 0;
@@ -280,11 +280,11 @@ static int lower_binary(vram_engine *e, int ni, vram__step *st, const char *op)
     const vram__node *n = &g->nodes[ni];
     const vram__value *a = in_value(g, n, 0), *b = in_value(g, n, 1);
     if (!a || !b || a->dtype != b->dtype ||
-        (a->dtype != VRAM__DT_FLOAT && a->dtype != VRAM__DT_INT64))
+        (a->dtype != VRAM_DTYPE_FLOAT && a->dtype != VRAM_DTYPE_INT64))
         return node_fail(g, ni, VRAM_ENOSYS,
                          "element-wise arithmetic needs two float32 or two int64 inputs");
     st->op = VRAM__OP_BINARY;
-    st->p.binary.i64 = a->dtype == VRAM__DT_INT64;
+    st->p.binary.i64 = a->dtype == VRAM_DTYPE_INT64;
     st->p.binary.op = !strcmp(op, "Add")   ? VRAM__BIN_ADD
                       : !strcmp(op, "Sub") ? VRAM__BIN_SUB
                       : !strcmp(op, "Mul") ? VRAM__BIN_MUL
@@ -362,9 +362,9 @@ static int lower_pad(vram_engine *e, int ni, vram__step *st)
     if (v) {
         if (!v->data || v->dtype != x->dtype)
             return node_fail(g, ni, VRAM_ENOSYS, "Pad's constant_value must be a constant");
-        if (v->dtype == VRAM__DT_FLOAT)
+        if (v->dtype == VRAM_DTYPE_FLOAT)
             st->p.pad.value = *(const float *)v->data;
-        else if (v->dtype == VRAM__DT_INT64)
+        else if (v->dtype == VRAM_DTYPE_INT64)
             st->p.pad.value = (double)*(const int64_t *)v->data;
         else
             return node_fail(g, ni, VRAM_ENOSYS, "Pad's constant_value must be float or int64");
@@ -404,7 +404,7 @@ static int lower_resize(vram_engine *e, int ni, vram__step *st)
     const vram__value *sc = in_value(g, n, 2);
     int r = x->shape.rank;
     if (sc && sc->nbytes) {
-        if (!sc->data || sc->dtype != VRAM__DT_FLOAT || sc->nbytes != (size_t)r * sizeof(float))
+        if (!sc->data || sc->dtype != VRAM_DTYPE_FLOAT || sc->nbytes != (size_t)r * sizeof(float))
             return node_fail(g, ni, VRAM_ENOSYS, "Resize's scales must be a float constant per axis");
         memcpy(st->p.resize.scales, sc->data, sc->nbytes);
     } else {
@@ -515,11 +515,11 @@ static int fold_bn(vram_engine *e, int ci, int bi)
         return VRAM_EHOSTMEM;
     }
     c = &g->nodes[ci]; /* values may have moved, nodes did not; reload anyway */
-    g->values[iw].dtype = VRAM__DT_FLOAT;
+    g->values[iw].dtype = VRAM_DTYPE_FLOAT;
     g->values[iw].shape = ws;
     g->values[iw].data = nw;
     g->values[iw].nbytes = (size_t)(c_out * per) * sizeof(float);
-    g->values[ib].dtype = VRAM__DT_FLOAT;
+    g->values[ib].dtype = VRAM_DTYPE_FLOAT;
     g->values[ib].shape = (vram__shape){1, {c_out}};
     g->values[ib].data = nb;
     g->values[ib].nbytes = (size_t)c_out * sizeof(float);
@@ -652,7 +652,7 @@ int vram__lower(vram_engine *e, const unsigned char *folded)
             const vram__value *x = in_value(g, n, 0), *ix = in_value(g, n, 1);
             st->op = VRAM__OP_GATHER;
             st->p.axis = norm_axis(vram__attr_int(n, "axis", 0), x->shape.rank);
-            if (!ix || ix->dtype != VRAM__DT_INT64)
+            if (!ix || ix->dtype != VRAM_DTYPE_INT64)
                 rc = node_fail(g, i, VRAM_ENOSYS, "Gather needs int64 indices");
         } else if (!strcmp(op, "Cast")) {
             st->op = VRAM__OP_CAST;

@@ -1,4 +1,4 @@
-/* src/engine/npy.c - reads and writes NumPy .npy files (see npy.h).
+/* src/engine/npy.c - reads and writes NumPy .npy files (vramkit/npy.h).
  *
  * The layout: the magic "\x93NUMPY", a major and a minor version byte, the
  * header length (uint16 little-endian in 1.0, uint32 in 2.0 and 3.0), the
@@ -19,7 +19,8 @@
 #include <sys/stat.h>
 
 #include "base/internal.h"
-#include "engine/npy.h"
+#include "engine/graph.h"
+#include "vramkit/npy.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c reads and writes little-endian data as is: it needs a little-endian host"
@@ -39,10 +40,10 @@ typedef struct npy_type {
 } npy_type;
 
 static const npy_type npy_types[] = {
-    {'f', 4, VRAM__DT_FLOAT, "float32"},   {'f', 8, VRAM__DT_DOUBLE, "float64"},
-    {'f', 2, VRAM__DT_FLOAT16, "float16"}, {'i', 8, VRAM__DT_INT64, "int64"},
-    {'i', 4, VRAM__DT_INT32, "int32"},     {'i', 1, VRAM__DT_INT8, "int8"},
-    {'u', 1, VRAM__DT_UINT8, "uint8"},     {'b', 1, VRAM__DT_BOOL, "bool"},
+    {'f', 4, VRAM_DTYPE_FLOAT, "float32"},   {'f', 8, VRAM_DTYPE_DOUBLE, "float64"},
+    {'f', 2, VRAM_DTYPE_FLOAT16, "float16"}, {'i', 8, VRAM_DTYPE_INT64, "int64"},
+    {'i', 4, VRAM_DTYPE_INT32, "int32"},     {'i', 1, VRAM_DTYPE_INT8, "int8"},
+    {'u', 1, VRAM_DTYPE_UINT8, "uint8"},     {'b', 1, VRAM_DTYPE_BOOL, "bool"},
     {'i', 2, 0, "int16"},                  {'u', 2, 0, "uint16"},
     {'u', 4, 0, "uint32"},                 {'u', 8, 0, "uint64"},
     {'f', 12, 0, "float96"},               {'f', 16, 0, "float128"},
@@ -427,7 +428,7 @@ static int parse_dict(hdr *h, hdr_fields *f)
 
 /* Validate a whole .npy image and describe it: dtype and shape in *out
  * (data left NULL), the data's offset in *data_off. */
-static int parse_meta(const unsigned char *b, size_t len, vram__npy *out, size_t *data_off)
+static int parse_meta(const unsigned char *b, size_t len, vram_npy *out, size_t *data_off)
 {
     if (len < sizeof npy_magic || memcmp(b, npy_magic, sizeof npy_magic) != 0) {
         if (len < sizeof npy_magic && memcmp(b, npy_magic, len) == 0)
@@ -482,25 +483,25 @@ static int parse_meta(const unsigned char *b, size_t len, vram__npy *out, size_t
                           have < need ? "data too short" : "trailing bytes after the data", shape_txt,
                           ty->name, need, have);
     out->dtype = ty->dtype;
-    out->shape.rank = f.rank;
+    out->rank = f.rank;
     for (int i = 0; i < f.rank; i++)
-        out->shape.dim[i] = f.dim[i];
+        out->dims[i] = f.dim[i];
     out->nbytes = need;
     *data_off = pre + hlen;
     return 0;
 }
 
-int vram__npy_parse(const void *bytes, size_t len, const char *what, vram__npy *out)
+int vram_npy_parse(const void *bytes, size_t len, const char *what, vram_npy *out)
 {
     if (!out)
-        return vram__fail(VRAM_EINVAL, "vram__npy_parse: out is NULL");
+        return vram__fail(VRAM_EINVAL, "vram_npy_parse: out is NULL");
     memset(out, 0, sizeof *out);
     if (!what)
         what = "npy data";
     if (!bytes && len)
         return vram__fail(VRAM_EINVAL, "%s: no bytes given for a length of %zu", what, len);
     size_t off = 0;
-    vram__npy meta;
+    vram_npy meta;
     memset(&meta, 0, sizeof meta);
     int rc = parse_meta(bytes ? bytes : (const void *)"", len, &meta, &off);
     if (rc < 0)
@@ -514,13 +515,13 @@ int vram__npy_parse(const void *bytes, size_t len, const char *what, vram__npy *
     return 0;
 }
 
-int vram__npy_read(const char *path, vram__npy *out)
+int vram_npy_read(const char *path, vram_npy *out)
 {
     if (!out)
-        return vram__fail(VRAM_EINVAL, "vram__npy_read: out is NULL");
+        return vram__fail(VRAM_EINVAL, "vram_npy_read: out is NULL");
     memset(out, 0, sizeof *out);
     if (!path || !*path)
-        return vram__fail(VRAM_EINVAL, "vram__npy_read: no path");
+        return vram__fail(VRAM_EINVAL, "vram_npy_read: no path");
     void *bytes;
     size_t n;
     int rc = vram__read_file(path, path, &bytes, &n);
@@ -529,7 +530,7 @@ int vram__npy_read(const char *path, vram__npy *out)
     unsigned char *buf = bytes;
 
     size_t off = 0;
-    vram__npy meta;
+    vram_npy meta;
     memset(&meta, 0, sizeof meta);
     rc = parse_meta(buf, n, &meta, &off);
     if (rc < 0) {
@@ -544,7 +545,7 @@ int vram__npy_read(const char *path, vram__npy *out)
     return 0;
 }
 
-void vram__npy_free(vram__npy *a)
+void vram_npy_free(vram_npy *a)
 {
     if (!a)
         return;
@@ -561,25 +562,28 @@ void vram__npy_free(vram__npy *a)
 _Static_assert(80 + VRAM__MAX_RANK * 21 + 64 < NPY_HEADER_CAP, "header buffer too small");
 _Static_assert(NPY_HEADER_CAP <= 65535, "a version 1.0 header holds at most 65535 bytes");
 
-int vram__npy_write(const char *path, int dtype, const vram__shape *shape, const void *data)
+int vram_npy_write(const char *path, int dtype, int rank, const int64_t *dims, const void *data)
 {
-    if (!path || !*path || !shape)
-        return vram__fail(VRAM_EINVAL, "vram__npy_write: path and shape are required");
+    if (!path || !*path || (rank > 0 && !dims))
+        return vram__fail(VRAM_EINVAL, "vram_npy_write: path and dims are required");
     const npy_type *ty = type_of_dtype(dtype);
     if (!ty)
         return vram__fail(VRAM_EINVAL, "cannot write %s: element type %d has no .npy form here", path,
                           dtype);
-    if (shape->rank < 0 || shape->rank > VRAM__MAX_RANK)
-        return vram__fail(VRAM_EINVAL, "cannot write %s: rank %d is outside 0..%d", path, shape->rank,
+    if (rank < 0 || rank > VRAM__MAX_RANK)
+        return vram__fail(VRAM_EINVAL, "cannot write %s: rank %d is outside 0..%d", path, rank,
                           VRAM__MAX_RANK);
-    for (int i = 0; i < shape->rank; i++)
-        if (shape->dim[i] < 0)
+    for (int i = 0; i < rank; i++)
+        if (dims[i] < 0)
             return vram__fail(VRAM_EINVAL, "cannot write %s: dimension %d is %lld (unknown)", path, i,
-                              (long long)shape->dim[i]);
+                              (long long)dims[i]);
+    static const int64_t no_dims[1];
+    if (!dims)
+        dims = no_dims;
     char shape_txt[256];
-    fmt_shape(shape_txt, sizeof shape_txt, shape->dim, shape->rank);
+    fmt_shape(shape_txt, sizeof shape_txt, dims, rank);
     size_t nbytes;
-    if (checked_bytes(shape->dim, shape->rank, ty->size, &nbytes) < 0)
+    if (checked_bytes(dims, rank, ty->size, &nbytes) < 0)
         return vram__fail(VRAM_EINVAL, "cannot write %s: shape %s of %s overflows 64 bits", path,
                           shape_txt, ty->name);
     if (nbytes && !data)
@@ -624,10 +628,10 @@ int vram__npy_write(const char *path, int dtype, const vram__shape *shape, const
 
 /* ---- file names --------------------------------------------------------- */
 
-int vram__npy_sanitize_name(const char *name, char *out, size_t cap)
+int vram_npy_file_name(const char *name, char *out, size_t cap)
 {
     if (!name || !out)
-        return vram__fail(VRAM_EINVAL, "vram__npy_sanitize_name: name and out are required");
+        return vram__fail(VRAM_EINVAL, "vram_npy_file_name: name and out are required");
     size_t n = strlen(name);
     size_t need = (n ? n : 1) + 1;
     if (cap < need) {

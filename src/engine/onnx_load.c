@@ -226,12 +226,12 @@ static int tensor_load(Onnx__TensorProto *t, vram__value *v)
     if (t->segment)
         return vram__fail(VRAM_EPARSE, "segmented tensors are not supported: tensor '%s'", v->name);
     int dtype = t->has_data_type ? t->data_type : 0;
-    size_t esize = vram__dtype_size(dtype);
-    if (dtype == VRAM__DT_UNDEFINED)
+    size_t esize = vram_dtype_size(dtype);
+    if (dtype == VRAM_DTYPE_UNDEFINED)
         return vram__fail(VRAM_EPARSE, "tensor '%s' has no data type", v->name);
     if (!esize)
         return vram__fail(VRAM_EPARSE, "tensor '%s' has type %s, which the engine does not handle",
-                          v->name, vram__dtype_name(dtype));
+                          v->name, vram_dtype_name(dtype));
     if (t->n_dims > VRAM__MAX_RANK)
         return vram__fail(VRAM_EPARSE, "tensor '%s' has rank %zu, more than the %d supported",
                           v->name, t->n_dims, VRAM__MAX_RANK);
@@ -268,7 +268,7 @@ static int tensor_load(Onnx__TensorProto *t, vram__value *v)
                               "tensor '%s' has %zu bytes of raw_data, expected %zu (%lld elements "
                               "of %s)",
                               v->name, t->raw_data.len, nbytes, (long long)elems,
-                              vram__dtype_name(dtype));
+                              vram_dtype_name(dtype));
         if (nbytes) {
             v->data = t->raw_data.data;
             v->nbytes = nbytes;
@@ -282,15 +282,15 @@ static int tensor_load(Onnx__TensorProto *t, vram__value *v)
     size_t count;
     const char *field;
     switch (dtype) {
-    case VRAM__DT_FLOAT:
+    case VRAM_DTYPE_FLOAT:
         count = t->n_float_data;
         field = "float_data";
         break;
-    case VRAM__DT_INT64:
+    case VRAM_DTYPE_INT64:
         count = t->n_int64_data;
         field = "int64_data";
         break;
-    case VRAM__DT_DOUBLE:
+    case VRAM_DTYPE_DOUBLE:
         count = t->n_double_data;
         field = "double_data";
         break;
@@ -313,17 +313,17 @@ static int tensor_load(Onnx__TensorProto *t, vram__value *v)
     if (!nbytes)
         return 0; /* the typed arrays may be NULL */
     switch (dtype) {
-    case VRAM__DT_FLOAT: memcpy(data, t->float_data, nbytes); break;
-    case VRAM__DT_INT64: memcpy(data, t->int64_data, nbytes); break;
-    case VRAM__DT_DOUBLE: memcpy(data, t->double_data, nbytes); break;
-    case VRAM__DT_INT32: memcpy(data, t->int32_data, nbytes); break;
-    case VRAM__DT_FLOAT16: /* int32_data holds the IEEE half bits */
+    case VRAM_DTYPE_FLOAT: memcpy(data, t->float_data, nbytes); break;
+    case VRAM_DTYPE_INT64: memcpy(data, t->int64_data, nbytes); break;
+    case VRAM_DTYPE_DOUBLE: memcpy(data, t->double_data, nbytes); break;
+    case VRAM_DTYPE_INT32: memcpy(data, t->int32_data, nbytes); break;
+    case VRAM_DTYPE_FLOAT16: /* int32_data holds the IEEE half bits */
         for (size_t i = 0; i < count; i++) {
             uint16_t h = (uint16_t)t->int32_data[i];
             memcpy(data + 2 * i, &h, 2);
         }
         break;
-    case VRAM__DT_BOOL:
+    case VRAM_DTYPE_BOOL:
         for (size_t i = 0; i < count; i++)
             data[i] = t->int32_data[i] != 0;
         break;
@@ -354,11 +354,11 @@ static int value_info_apply(loader *ld, int idx, const Onnx__ValueInfoProto *vi,
     const Onnx__TypeProto__Tensor *tt = type->tensor_type;
     vram__value *v = &ld->g->values[idx];
     int dtype = tt->has_elem_type ? tt->elem_type : 0;
-    if (dtype && !vram__dtype_size(dtype)) {
+    if (dtype && !vram_dtype_size(dtype)) {
         if (what)
             return vram__fail(VRAM_EPARSE, "%s '%s' has type %s, which the engine does not handle",
-                              what, v->name, vram__dtype_name(dtype));
-    } else if (v->dtype == VRAM__DT_UNDEFINED) {
+                              what, v->name, vram_dtype_name(dtype));
+    } else if (v->dtype == VRAM_DTYPE_UNDEFINED) {
         v->dtype = dtype;
     }
     const Onnx__TensorShapeProto *sp = tt->shape;

@@ -152,7 +152,7 @@ int vram__sx_set(const vram__sx *c, int i, int dtype, const vram__shape *s)
 void *vram__sx_alloc_out(const vram__sx *c, int i)
 {
     const vram__value *v = vram__sx_out(c, i);
-    size_t bytes = (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(v->dtype);
+    size_t bytes = (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype);
     return vram__calloc(bytes ? bytes : 1, 1);
 }
 
@@ -167,7 +167,7 @@ int vram__sx_set_data(const vram__sx *c, int i, void *data)
     }
     free(v->data);
     v->data = data;
-    v->nbytes = (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(v->dtype);
+    v->nbytes = (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype);
     return 0;
 }
 
@@ -183,7 +183,7 @@ static int const_count(const vram__sx *c, const vram__value *v, const char *what
     if (k > cap)
         return vram__sx_fail(c, VRAM_EINVAL, "the %s input '%s' has %lld entries, more than %d", what,
                              v->name, (long long)k, cap);
-    if (k > 0 && v->nbytes < (size_t)k * vram__dtype_size(v->dtype))
+    if (k > 0 && v->nbytes < (size_t)k * vram_dtype_size(v->dtype))
         return vram__sx_fail(c, VRAM_EPARSE, "the %s input '%s' holds %zu bytes for shape %s", what,
                              v->name, v->nbytes, vram__sx_dims(&v->shape).s);
     *n = (int)k;
@@ -195,9 +195,9 @@ int vram__sx_const_ints(const vram__sx *c, int i, const char *what, int64_t *out
     const vram__value *v = vram__sx_in(c, i);
     if (!v)
         return vram__sx_fail(c, VRAM_EINVAL, "the %s input is missing", what);
-    if (v->dtype != VRAM__DT_INT64 && v->dtype != VRAM__DT_INT32)
+    if (v->dtype != VRAM_DTYPE_INT64 && v->dtype != VRAM_DTYPE_INT32)
         return vram__sx_fail(c, VRAM_EINVAL, "the %s input '%s' must be int64, not %s", what, v->name,
-                             vram__dtype_name(v->dtype));
+                             vram_dtype_name(v->dtype));
     int rc = const_count(c, v, what, cap, n);
     if (rc)
         return rc;
@@ -214,7 +214,7 @@ int vram__sx_const_floats(const vram__sx *c, int i, const char *what, double *ou
         return vram__sx_fail(c, VRAM_EINVAL, "the %s input is missing", what);
     if (!vram__sx_is_float_type(v->dtype))
         return vram__sx_fail(c, VRAM_EINVAL, "the %s input '%s' must be float, not %s", what, v->name,
-                             vram__dtype_name(v->dtype));
+                             vram_dtype_name(v->dtype));
     int rc = const_count(c, v, what, cap, n);
     if (rc)
         return rc;
@@ -308,9 +308,9 @@ static int bind_inputs(vram__graph *g, int64_t batch)
         if (v->shape.rank < 0 || v->shape.rank > VRAM__MAX_RANK)
             return vram__fail(VRAM_EINVAL, "graph input '%s' has no declared shape (rank %d)", v->name,
                               v->shape.rank);
-        if (!vram__dtype_size(v->dtype))
+        if (!vram_dtype_size(v->dtype))
             return vram__fail(VRAM_ENOSYS, "graph input '%s' has element type %s, which the engine does not handle",
-                              v->name, vram__dtype_name(v->dtype));
+                              v->name, vram_dtype_name(v->dtype));
         for (int d = 0; d < v->shape.rank; d++) {
             if (d == 0 && (v->dim_param[0] || v->shape.dim[0] < 0)) {
                 int rc = set_symbolic(v, 0);
@@ -372,7 +372,7 @@ static int reset_outputs(vram__graph *g, declared *decl, unsigned char *used)
             free(v->data);
             v->data = NULL;
             v->nbytes = 0;
-            v->dtype = VRAM__DT_UNDEFINED;
+            v->dtype = VRAM_DTYPE_UNDEFINED;
             v->shape.rank = -1;
         }
     }
@@ -389,9 +389,9 @@ static int check_inputs_known(const vram__sx *c)
             return vram__sx_fail(c, VRAM_EPARSE,
                                  "input '%s' has no known shape (%s): no earlier node produces it", v->name,
                                  vram__sx_dims(&v->shape).s);
-        if (!vram__dtype_size(v->dtype))
+        if (!vram_dtype_size(v->dtype))
             return vram__sx_fail(c, VRAM_ENOSYS, "input '%s' has element type %s, which the engine does not handle",
-                                 v->name, vram__dtype_name(v->dtype));
+                                 v->name, vram_dtype_name(v->dtype));
     }
     return 0;
 }
@@ -444,9 +444,9 @@ static int check_outputs(vram__graph *g, const declared *decl)
         if (v->shape.rank < 0)
             return vram__fail(VRAM_EPARSE, "graph output '%s' is produced by no node", v->name);
         const declared *d = &decl[k];
-        if (d->dtype != VRAM__DT_UNDEFINED && d->dtype != v->dtype)
+        if (d->dtype != VRAM_DTYPE_UNDEFINED && d->dtype != v->dtype)
             return vram__fail(VRAM_EINVAL, "graph output '%s' is declared %s but computed as %s", v->name,
-                              vram__dtype_name(d->dtype), vram__dtype_name(v->dtype));
+                              vram_dtype_name(d->dtype), vram_dtype_name(v->dtype));
         int bad = d->shape.rank >= 0 && d->shape.rank != v->shape.rank;
         for (int a = 0; !bad && a < d->shape.rank; a++)
             bad = d->shape.dim[a] >= 0 && d->shape.dim[a] != v->shape.dim[a];

@@ -9,7 +9,7 @@
 
 static size_t elem_bytes(const vram__value *v)
 {
-    return (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(v->dtype);
+    return (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype);
 }
 
 int vram__sx_cast(vram__sx *c)
@@ -19,8 +19,8 @@ int vram__sx_cast(vram__sx *c)
     if (!a || a->type != VRAM__ATTR_INT)
         return vram__sx_fail(c, VRAM_EPARSE, "attribute 'to' is required");
     int to = (int)a->i;
-    if (a->i != to || !vram__dtype_size(to))
-        return vram__sx_fail(c, VRAM_ENOSYS, "cast to %s is not supported", vram__dtype_name((int)a->i));
+    if (a->i != to || !vram_dtype_size(to))
+        return vram__sx_fail(c, VRAM_ENOSYS, "cast to %s is not supported", vram_dtype_name((int)a->i));
     int rc = vram__sx_set(c, 0, to, &x->shape);
     if (rc || !c->fold)
         return rc;
@@ -53,10 +53,10 @@ int vram__sx_constant_of_shape(vram__sx *c)
         if (a->type != VRAM__ATTR_TENSOR || a->tensor < 0 || a->tensor >= c->g->n_values)
             return vram__sx_fail(c, VRAM_EPARSE, "attribute 'value' is not a tensor");
         val = &c->g->values[a->tensor];
-        if (vram__shape_elems(&val->shape) != 1 || !val->data || !vram__dtype_size(val->dtype) ||
-            val->nbytes < vram__dtype_size(val->dtype))
+        if (vram__shape_elems(&val->shape) != 1 || !val->data || !vram_dtype_size(val->dtype) ||
+            val->nbytes < vram_dtype_size(val->dtype))
             return vram__sx_fail(c, VRAM_EINVAL, "attribute 'value' must hold one element (it is %s %s)",
-                                 vram__dtype_name(val->dtype), vram__sx_dims(&val->shape).s);
+                                 vram_dtype_name(val->dtype), vram__sx_dims(&val->shape).s);
     }
     vram__shape y = {.rank = n};
     for (int i = 0; i < n; i++) {
@@ -64,13 +64,13 @@ int vram__sx_constant_of_shape(vram__sx *c)
             return vram__sx_fail(c, VRAM_EINVAL, "shape entry %d is %lld", i, (long long)dims[i]);
         y.dim[i] = dims[i];
     }
-    if ((rc = vram__sx_set(c, 0, val ? val->dtype : VRAM__DT_FLOAT, &y)))
+    if ((rc = vram__sx_set(c, 0, val ? val->dtype : VRAM_DTYPE_FLOAT, &y)))
         return rc;
     char *out = vram__sx_alloc_out(c, 0);
     if (!out)
         return VRAM_EHOSTMEM;
     if (val) { /* the default is float 0, which calloc already wrote */
-        size_t es = vram__dtype_size(val->dtype), total = (size_t)vram__shape_elems(&y);
+        size_t es = vram_dtype_size(val->dtype), total = (size_t)vram__shape_elems(&y);
         for (size_t i = 0; i < total; i++)
             memcpy(out + i * es, val->data, es);
     }
@@ -94,7 +94,7 @@ int vram__sx_shape(vram__sx *c)
     end = end < 0 ? 0 : end > r ? r : end;
     int64_t len = end > start ? end - start : 0;
     vram__shape y = {.rank = 1, .dim = {len}};
-    int rc = vram__sx_set(c, 0, VRAM__DT_INT64, &y);
+    int rc = vram__sx_set(c, 0, VRAM_DTYPE_INT64, &y);
     if (rc)
         return rc;
     /* the shape is known here, constant input or not: always folded */
@@ -110,9 +110,9 @@ int vram__sx_gather(vram__sx *c)
 {
     const vram__value *x = vram__sx_in(c, 0), *ix = vram__sx_in(c, 1);
     int r = x->shape.rank, axis, rc;
-    if (ix->dtype != VRAM__DT_INT64 && ix->dtype != VRAM__DT_INT32)
+    if (ix->dtype != VRAM_DTYPE_INT64 && ix->dtype != VRAM_DTYPE_INT32)
         return vram__sx_fail(c, VRAM_EINVAL, "indices '%s' must be int64 or int32, not %s", ix->name,
-                             vram__dtype_name(ix->dtype));
+                             vram_dtype_name(ix->dtype));
     if (r < 1)
         return vram__sx_fail(c, VRAM_EINVAL, "data '%s' is a scalar", x->name);
     if ((rc = vram__sx_axis(c, vram__attr_int(c->n, "axis", 0), r, "axis", &axis)))
@@ -139,7 +139,7 @@ int vram__sx_gather(vram__sx *c)
         }
     if ((rc = vram__sx_set(c, 0, x->dtype, &y)) || !c->fold)
         return rc;
-    size_t es = vram__dtype_size(x->dtype), outer = 1, inner = es;
+    size_t es = vram_dtype_size(x->dtype), outer = 1, inner = es;
     for (int d = 0; d < axis; d++)
         outer *= (size_t)x->shape.dim[d];
     for (int d = axis + 1; d < r; d++)
@@ -178,13 +178,13 @@ int vram__sx_constant(vram__sx *c)
         if (a->type != VRAM__ATTR_TENSOR || a->tensor < 0 || a->tensor >= c->g->n_values)
             return vram__sx_fail(c, VRAM_EPARSE, "attribute 'value' is not a tensor");
         const vram__value *t = &c->g->values[a->tensor];
-        if (!vram__dtype_size(t->dtype))
+        if (!vram_dtype_size(t->dtype))
             return vram__sx_fail(c, VRAM_ENOSYS, "a constant of type %s is not supported",
-                                 vram__dtype_name(t->dtype));
+                                 vram_dtype_name(t->dtype));
         if (t->shape.rank < 0 || vram__shape_elems(&t->shape) < 0 || (!t->data && elem_bytes(t)) ||
             t->nbytes < elem_bytes(t))
             return vram__sx_fail(c, VRAM_EPARSE, "the tensor of attribute 'value' holds %zu bytes for %s %s",
-                                 t->nbytes, vram__dtype_name(t->dtype), vram__sx_dims(&t->shape).s);
+                                 t->nbytes, vram_dtype_name(t->dtype), vram__sx_dims(&t->shape).s);
         if ((rc = vram__sx_set(c, 0, t->dtype, &t->shape)) || !(out = vram__sx_alloc_out(c, 0)))
             return rc ? rc : VRAM_EHOSTMEM;
         if (elem_bytes(t))
@@ -196,7 +196,7 @@ int vram__sx_constant(vram__sx *c)
     if (a->type != want)
         return vram__sx_fail(c, VRAM_EPARSE, "attribute '%s' has attribute type %d", a->name, a->type);
     vram__shape y = {.rank = is_list, .dim = {(int64_t)a->n}};
-    if ((rc = vram__sx_set(c, 0, is_float ? VRAM__DT_FLOAT : VRAM__DT_INT64, &y)) ||
+    if ((rc = vram__sx_set(c, 0, is_float ? VRAM_DTYPE_FLOAT : VRAM_DTYPE_INT64, &y)) ||
         !(out = vram__sx_alloc_out(c, 0)))
         return rc ? rc : VRAM_EHOSTMEM;
     if (!is_list && is_float)

@@ -52,23 +52,23 @@ static uint16_t float_to_half(float f)
 
 int vram__sx_is_float_type(int dtype)
 {
-    return dtype == VRAM__DT_FLOAT || dtype == VRAM__DT_DOUBLE || dtype == VRAM__DT_FLOAT16;
+    return dtype == VRAM_DTYPE_FLOAT || dtype == VRAM_DTYPE_DOUBLE || dtype == VRAM_DTYPE_FLOAT16;
 }
 
 int vram__sx_is_int_type(int dtype)
 {
-    return dtype == VRAM__DT_INT64 || dtype == VRAM__DT_INT32 || dtype == VRAM__DT_INT8 ||
-           dtype == VRAM__DT_UINT8 || dtype == VRAM__DT_BOOL;
+    return dtype == VRAM_DTYPE_INT64 || dtype == VRAM_DTYPE_INT32 || dtype == VRAM_DTYPE_INT8 ||
+           dtype == VRAM_DTYPE_UINT8 || dtype == VRAM_DTYPE_BOOL;
 }
 
 int64_t vram__sx_get_i64(const void *data, int dtype, size_t i)
 {
     switch (dtype) {
-    case VRAM__DT_INT64: { int64_t v; memcpy(&v, (const char *)data + 8 * i, 8); return v; }
-    case VRAM__DT_INT32: { int32_t v; memcpy(&v, (const char *)data + 4 * i, 4); return v; }
-    case VRAM__DT_INT8: return ((const int8_t *)data)[i];
-    case VRAM__DT_UINT8: return ((const uint8_t *)data)[i];
-    case VRAM__DT_BOOL: return ((const uint8_t *)data)[i] != 0;
+    case VRAM_DTYPE_INT64: { int64_t v; memcpy(&v, (const char *)data + 8 * i, 8); return v; }
+    case VRAM_DTYPE_INT32: { int32_t v; memcpy(&v, (const char *)data + 4 * i, 4); return v; }
+    case VRAM_DTYPE_INT8: return ((const int8_t *)data)[i];
+    case VRAM_DTYPE_UINT8: return ((const uint8_t *)data)[i];
+    case VRAM_DTYPE_BOOL: return ((const uint8_t *)data)[i] != 0;
     default: {
         double d = vram__sx_get_f64(data, dtype, i);
         /* float -> integer truncates; out-of-range values saturate rather than
@@ -87,9 +87,9 @@ int64_t vram__sx_get_i64(const void *data, int dtype, size_t i)
 double vram__sx_get_f64(const void *data, int dtype, size_t i)
 {
     switch (dtype) {
-    case VRAM__DT_FLOAT: { float v; memcpy(&v, (const char *)data + 4 * i, 4); return v; }
-    case VRAM__DT_DOUBLE: { double v; memcpy(&v, (const char *)data + 8 * i, 8); return v; }
-    case VRAM__DT_FLOAT16: {
+    case VRAM_DTYPE_FLOAT: { float v; memcpy(&v, (const char *)data + 4 * i, 4); return v; }
+    case VRAM_DTYPE_DOUBLE: { double v; memcpy(&v, (const char *)data + 8 * i, 8); return v; }
+    case VRAM_DTYPE_FLOAT16: {
         uint16_t h;
         memcpy(&h, (const char *)data + 2 * i, 2);
         return half_to_float(h);
@@ -102,15 +102,15 @@ void vram__sx_put_i64(void *data, int dtype, size_t i, int64_t v)
 {
     char *p = data;
     switch (dtype) {
-    case VRAM__DT_INT64: memcpy(p + 8 * i, &v, 8); break;
-    case VRAM__DT_INT32: {
+    case VRAM_DTYPE_INT64: memcpy(p + 8 * i, &v, 8); break;
+    case VRAM_DTYPE_INT32: {
         int32_t w = (int32_t)(uint32_t)(uint64_t)v; /* wraps, as a cast does */
         memcpy(p + 4 * i, &w, 4);
         break;
     }
-    case VRAM__DT_INT8: ((int8_t *)p)[i] = (int8_t)(uint8_t)(uint64_t)v; break;
-    case VRAM__DT_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
-    case VRAM__DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case VRAM_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)(uint8_t)(uint64_t)v; break;
+    case VRAM_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
+    case VRAM_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: vram__sx_put_f64(data, dtype, i, (double)v); break;
     }
 }
@@ -119,14 +119,14 @@ void vram__sx_put_f64(void *data, int dtype, size_t i, double v)
 {
     char *p = data;
     switch (dtype) {
-    case VRAM__DT_FLOAT: { float f = (float)v; memcpy(p + 4 * i, &f, 4); break; }
-    case VRAM__DT_DOUBLE: memcpy(p + 8 * i, &v, 8); break;
-    case VRAM__DT_FLOAT16: {
+    case VRAM_DTYPE_FLOAT: { float f = (float)v; memcpy(p + 4 * i, &f, 4); break; }
+    case VRAM_DTYPE_DOUBLE: memcpy(p + 8 * i, &v, 8); break;
+    case VRAM_DTYPE_FLOAT16: {
         uint16_t h = float_to_half((float)v);
         memcpy(p + 2 * i, &h, 2);
         break;
     }
-    case VRAM__DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case VRAM_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: {
         /* to an integer type: truncate toward zero, saturating at int64 */
         int64_t w = isnan(v) ? 0

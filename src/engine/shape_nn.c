@@ -13,8 +13,8 @@ static int same_dtype(const vram__sx *c, const vram__value *a, const vram__value
 {
     if (a->dtype != b->dtype)
         return vram__sx_fail(c, VRAM_EINVAL, "inputs '%s' (%s) and '%s' (%s) must have one element type",
-                             a->name, vram__dtype_name(a->dtype), b->name,
-                             vram__dtype_name(b->dtype));
+                             a->name, vram_dtype_name(a->dtype), b->name,
+                             vram_dtype_name(b->dtype));
     return 0;
 }
 
@@ -257,7 +257,7 @@ int vram__sx_pool(vram__sx *c)
                              vram__sx_out(c, 1)->name);
     if ((rc = vram__sx_set(c, 0, x->dtype, &y)))
         return rc;
-    return vram__sx_set(c, 1, VRAM__DT_INT64, &y);
+    return vram__sx_set(c, 1, VRAM_DTYPE_INT64, &y);
 }
 
 int vram__sx_global_pool(vram__sx *c)
@@ -383,8 +383,8 @@ int vram__sx_binary(vram__sx *c)
         (rc = vram__sx_set(c, 0, a->dtype, &y)))
         return rc;
     int64_t total = vram__shape_elems(&y);
-    int is_int = a->dtype == VRAM__DT_INT64 || a->dtype == VRAM__DT_INT32;
-    int is_float = a->dtype == VRAM__DT_FLOAT || a->dtype == VRAM__DT_DOUBLE;
+    int is_int = a->dtype == VRAM_DTYPE_INT64 || a->dtype == VRAM_DTYPE_INT32;
+    int is_float = a->dtype == VRAM_DTYPE_FLOAT || a->dtype == VRAM_DTYPE_DOUBLE;
     if (!c->fold || !(is_int || (is_float && total <= FOLD_FLOAT_MAX_ELEMS)))
         return 0;
     char op = c->n->op[0]; /* Add, Sub, Mul, Div */
@@ -404,7 +404,7 @@ int vram__sx_binary(vram__sx *c)
                 return rc;
             }
             vram__sx_put_i64(out, a->dtype, (size_t)e, v);
-        } else if (a->dtype == VRAM__DT_FLOAT) {
+        } else if (a->dtype == VRAM_DTYPE_FLOAT) {
             /* in float, as the kernels compute it */
             float x = (float)vram__sx_get_f64(a->data, a->dtype, (size_t)ia);
             float z = (float)vram__sx_get_f64(b->data, b->dtype, (size_t)ib);

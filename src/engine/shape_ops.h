@@ -76,7 +76,7 @@ int vram__sx_unidir_ok(const vram__shape *from, const vram__shape *to);
 int vram__sx_out_used(const vram__sx *c, int i);
 
 /* Element access for folding (shape_elem.c); dtype is one
- * vram__dtype_size() knows. Conversions follow C casts, except that NaN and
+ * vram_dtype_size() knows. Conversions follow C casts, except that NaN and
  * out-of-range floats saturate into integers instead of being undefined. */
 int64_t vram__sx_get_i64(const void *data, int dtype, size_t i);
 double vram__sx_get_f64(const void *data, int dtype, size_t i);

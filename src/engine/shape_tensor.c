@@ -11,7 +11,7 @@
 
 static size_t elem_bytes(const vram__value *v)
 {
-    return (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(v->dtype);
+    return (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype);
 }
 
 /* Output 0 gets input x's contents unchanged (the reshaping operators). */
@@ -161,7 +161,7 @@ int vram__sx_concat(vram__sx *c)
             return vram__sx_fail(c, VRAM_EPARSE, "input %d is missing", i);
         if (v->dtype != x0->dtype)
             return vram__sx_fail(c, VRAM_EINVAL, "input '%s' is %s but '%s' is %s", v->name,
-                                 vram__dtype_name(v->dtype), x0->name, vram__dtype_name(x0->dtype));
+                                 vram_dtype_name(v->dtype), x0->name, vram_dtype_name(x0->dtype));
         int bad = v->shape.rank != r;
         for (int d = 0; !bad && d < r; d++)
             bad = d != axis && v->shape.dim[d] != x0->shape.dim[d];
@@ -174,7 +174,7 @@ int vram__sx_concat(vram__sx *c)
     if ((rc = vram__sx_set(c, 0, x0->dtype, &y)) || !c->fold)
         return rc;
     /* rows of the outer axes interleave one chunk from each input */
-    size_t es = vram__dtype_size(x0->dtype), outer = 1, inner = es;
+    size_t es = vram_dtype_size(x0->dtype), outer = 1, inner = es;
     for (int d = 0; d < axis; d++)
         outer *= (size_t)y.dim[d];
     for (int d = axis + 1; d < r; d++)
@@ -267,7 +267,7 @@ static int fold_strided(const vram__sx *c, const vram__value *x, const int64_t *
 {
     const vram__value *y = vram__sx_out(c, 0);
     int r = x->shape.rank;
-    size_t es = vram__dtype_size(x->dtype);
+    size_t es = vram_dtype_size(x->dtype);
     int64_t total = vram__shape_elems(&y->shape), stride[VRAM__MAX_RANK], idx[VRAM__MAX_RANK] = {0};
     for (int d = r - 1; d >= 0; d--)
         stride[d] = d == r - 1 ? 1 : stride[d + 1] * x->shape.dim[d + 1];
@@ -434,8 +434,8 @@ int vram__sx_pad(vram__sx *c)
         return vram__sx_fail(c, VRAM_EINVAL, "pads has %d entries; %d axes need %d", np, na, 2 * na);
     if (cv && (vram__shape_elems(&cv->shape) > 1 || cv->dtype != x->dtype))
         return vram__sx_fail(c, VRAM_EINVAL, "constant_value '%s' (%s %s) must be one %s", cv->name,
-                             vram__dtype_name(cv->dtype), vram__sx_dims(&cv->shape).s,
-                             vram__dtype_name(x->dtype));
+                             vram_dtype_name(cv->dtype), vram__sx_dims(&cv->shape).s,
+                             vram_dtype_name(x->dtype));
     vram__shape y = x->shape;
     for (int i = 0; i < na; i++) {
         int64_t dim = x->shape.dim[ax[i]], b = pads[i], e = pads[i + na];

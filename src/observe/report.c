@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/json_emit.h"
 #include "report_internal.h"
 
 /* ======================================================================

@@ -1,5 +1,5 @@
 /* src/observe/report_docs.c - the report's whole-document inputs: pool
- * snapshots (what vram_pool_snapshot writes, src/mem/snapshot.c) and OOM
+ * snapshots (what vram_pool_snapshot writes, src/core/mem/snapshot.c) and OOM
  * reports. Each is checked member by member and copied into the page's data
  * with only the members the page reads, so the page's script can trust their
  * types. A snapshot's blocks become columns (offset from the lowest address,

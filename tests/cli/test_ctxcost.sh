@@ -85,12 +85,12 @@ done
 python3 - "$tmp/out.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-for k in ["device", "name", "pci_bus_id", "source", "threads", "default_stack_limit",
+for k in ["device", "name", "pci_bus_id", "source", "threads", "default_stack_limit_bytes",
           "one_context_bytes", "own", "shared", "stack_limits", "notes", "recommendation"]:
     assert k in r, f"key {k} missing: {r}"
 assert r["threads"] == 2 and r["own"]["threads"] == 2, r
 assert r["source"] in ("nvml", "cuMemGetInfo"), r["source"]
-assert [s["requested"] for s in r["stack_limits"]] == [256], r["stack_limits"]
+assert [s["requested_bytes"] for s in r["stack_limits"]] == [256], r["stack_limits"]
 assert r["one_context_bytes"] > 0 and r["own"]["total_bytes"] > r["one_context_bytes"], r
 if r["shared"] is not None:
     assert 0 < r["shared"]["total_bytes"] < r["own"]["total_bytes"], r

@@ -25,7 +25,7 @@ static void check(const vram__graph *g)
             abort();
         if (v->flags & VRAM__VALUE_INITIALIZER) {
             int64_t elems = vram__shape_elems(&v->shape);
-            if (!v->data || elems < 0 || v->nbytes != (size_t)elems * vram__dtype_size(v->dtype))
+            if (!v->data || elems < 0 || v->nbytes != (size_t)elems * vram_dtype_size(v->dtype))
                 abort();
             if (v->nbytes) { /* the last byte is inside the buffer (ASan checks) */
                 volatile uint8_t last = ((const uint8_t *)v->data)[v->nbytes - 1];

@@ -108,15 +108,15 @@ if c:
                 d["threads"], sh["total_bytes"] / MiB, sh["per_stream_bytes"] / MiB))
         for s in d.get("stack_limits", []):
             print("- stack limit %d B (effective %d): %.1f MiB per context" % (
-                s["requested"], s["effective"], s["context_bytes"] / MiB))
+                s["requested_bytes"], s["effective_bytes"], s["context_bytes"] / MiB))
         print("- " + d.get("recommendation", ""))
         for n in d.get("notes", []):
             print("- note: " + n)
         want = [("18 own contexts", own.get("total_bytes", 0) / MiB, 9426)]
         for s in d.get("stack_limits", []):
-            ref = {256: 326, 1024: 524, 4096: 1316}.get(s["requested"])
+            ref = {256: 326, 1024: 524, 4096: 1316}.get(s["requested_bytes"])
             if ref:
-                want.append(("context at stack %d B" % s["requested"], s["context_bytes"] / MiB, ref))
+                want.append(("context at stack %d B" % s["requested_bytes"], s["context_bytes"] / MiB, ref))
         print()
         for name, got, ref in want:
             ok = abs(got - ref) <= 0.05 * ref

@@ -39,16 +39,16 @@ if r["threads"] != 18:
     bad.append(f"{r['threads']} threads, not the default 18")
 near("18 own contexts, total", r["own"]["total_bytes"], 9426)
 near("one context, default stack", r["one_context_bytes"], 524)
-if r["default_stack_limit"] != 1024:
-    bad.append(f"default stack limit {r['default_stack_limit']}, expected 1024")
-stacks = {s["requested"]: s for s in r["stack_limits"]}
+if r["default_stack_limit_bytes"] != 1024:
+    bad.append(f"default stack limit {r['default_stack_limit_bytes']}, expected 1024")
+stacks = {s["requested_bytes"]: s for s in r["stack_limits"]}
 for req, want in ((1024, 524), (256, 326), (4096, 1316)):
     if req not in stacks:
         bad.append(f"stack limit {req} not measured")
         continue
     near(f"one context, stack {req} B", stacks[req]["context_bytes"], want)
-    if stacks[req]["effective"] != req:
-        print(f"  (stack {req} B took effect as {stacks[req]['effective']} B)")
+    if stacks[req]["effective_bytes"] != req:
+        print(f"  (stack {req} B took effect as {stacks[req]['effective_bytes']} B)")
 sh = r["shared"]
 if sh is None:
     bad.append("the shared context was not measured")

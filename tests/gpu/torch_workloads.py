@@ -4,7 +4,7 @@
 tests/gpu/torch_workloads.py runs torchvision models with untrained weights
 (weights=None, weights_backbone=None), fp32, under torch.inference_mode(), on
 one CUDA device, either with PyTorch's caching allocator (`--allocator torch`)
-or with every CUDA allocation served by libvramkit.so through
+or with every CUDA allocation served by libvramkit-core.so through
 torch.cuda.memory.CUDAPluggableAllocator (`--allocator vramkit --lib PATH`):
 
     alloc = torch.cuda.memory.CUDAPluggableAllocator(
@@ -44,12 +44,12 @@ Usage:
 
     # one (workload, allocator) pair in this process
     torch_workloads.py --workload resnet --allocator torch
-    torch_workloads.py --workload resnet --allocator vramkit --lib build/libvramkit.so
+    torch_workloads.py --workload resnet --allocator vramkit --lib build/libvramkit-core.so
 
     # every workload under both allocators, one process each (an allocator
     # cannot be switched back), alternating which allocator goes first;
     # writes the Markdown table and FILE.jsonl with the raw lines next to it
-    torch_workloads.py --all --lib build/libvramkit.so --out tests/gpu/out/torch.md
+    torch_workloads.py --all --lib build/libvramkit-core.so --out tests/gpu/out/torch.md
 
     # the table again from raw lines
     torch_workloads.py --report tests/gpu/out/torch.jsonl --out tests/gpu/out/torch.md
@@ -98,7 +98,7 @@ def log(msg):
 
 
 def load_vramkit(path):
-    """Load libvramkit.so with ctypes and declare what we call."""
+    """Load libvramkit-core.so with ctypes and declare what we call."""
     lib = ctypes.CDLL(path)
     lib.vram_torch_stats_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
     lib.vram_torch_stats_json.restype = ctypes.c_int
@@ -304,7 +304,7 @@ def run_one(a):
     lib = None
     if a.allocator == "vramkit":
         if not a.lib:
-            raise RuntimeError("--allocator vramkit needs --lib PATH/libvramkit.so")
+            raise RuntimeError("--allocator vramkit needs --lib PATH/libvramkit-core.so")
         path = os.path.abspath(a.lib)
         lib = load_vramkit(path)
         alloc = torch.cuda.memory.CUDAPluggableAllocator(
@@ -441,7 +441,7 @@ def run_child(a, workload, allocator, lib):
 
 def run_all(a):
     if not a.lib or not a.out:
-        print("--all needs --lib PATH/libvramkit.so and --out FILE.md", file=sys.stderr)
+        print("--all needs --lib PATH/libvramkit-core.so and --out FILE.md", file=sys.stderr)
         return 2
     lib = os.path.abspath(a.lib)
     try:
@@ -636,7 +636,7 @@ def parse(argv):
                       help="run every workload under both allocators (one process each)")
     mode.add_argument("--report", metavar="JSONL", help="write the table from raw lines")
     ap.add_argument("--allocator", choices=("torch", "vramkit"), default="torch")
-    ap.add_argument("--lib", help="path to libvramkit.so (vramkit and --all)")
+    ap.add_argument("--lib", help="path to libvramkit-core.so (vramkit and --all)")
     ap.add_argument("--out", help="--all/--report: the Markdown table (raw lines go to "
                                   "the same name with .jsonl)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),

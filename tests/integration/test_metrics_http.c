@@ -754,7 +754,8 @@ static void test_start_errors(void **state)
     assert_int_equal(vram_config_set("metrics_port", "70000"), 0);
     assert_int_equal(vram_metrics_opts_init(&o), VRAM_EINVAL);
     assert_int_equal(o.port, 0);
-    vram_config_reset();
+    assert_int_equal(vram_config_set("metrics_address", NULL), 0);
+    assert_int_equal(vram_config_set("metrics_port", NULL), 0);
     assert_int_equal(vram_metrics_opts_init(&o), 0);
     assert_string_equal(o.address, "127.0.0.1");
     drop_pool(&a);

@@ -805,7 +805,8 @@ static void test_opts_errors(void **state)
     assert_int_equal(vram_config_set("monitor_gpu", "0000:19:00.0"), 0);
     assert_int_equal(vram_monitor_opts_init(&o), 0);
     assert_string_equal(o.gpu_pci_bus_id, "0000:19:00.0");
-    vram_config_reset();
+    assert_int_equal(vram_config_set("monitor_frag_warning", NULL), 0);
+    assert_int_equal(vram_config_set("monitor_gpu", NULL), 0);
     assert_int_equal(vram_monitor_sample(NULL, 0), VRAM_EINVAL);
     assert_int_equal(vram_monitor_stop(NULL), 0);
     assert_string_equal(vram_alert_type_name(VRAM_ALERT_GROWTH), "growth");

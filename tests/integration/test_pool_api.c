@@ -1048,7 +1048,9 @@ static void test_config(void **state)
     assert_non_null(strstr(sb.data, "VRAM_GRANULARITY"));
     vram_buffer_free(&sb);
 
-    vram_config_reset();
+    assert_int_equal(vram_config_set("granularity", NULL), 0);
+    assert_int_equal(vram_config_set("policy", NULL), 0);
+    assert_int_equal(vram_config_set("retain_ratio", NULL), 0);
     assert_int_equal(vram_config_get()->granularity, gran0);
 }
 

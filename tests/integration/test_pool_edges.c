@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "replay/replay.h"
 #include "vramkit.h"
 
 #define KiB 1024ull

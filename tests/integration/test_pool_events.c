@@ -750,7 +750,7 @@ static const vram_backend_ops fk_vmm_ops = {
 };
 
 /* vmm with segments too: requests of huge_size bytes or more get a segment
- * of their own (see src/mem/huge.c). */
+ * of their own (see src/core/mem/huge.c). */
 static const vram_backend_ops fk_vmm_huge_ops = {
     .name = "fake-vmm-huge",
     .caps = VRAM_BACKEND_MAP | VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_EVENTS,

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "replay/replay.h"
 #include "vramkit.h"
 
 #define MiB (1024ull * 1024)

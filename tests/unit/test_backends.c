@@ -1,5 +1,5 @@
 /* tests/unit/test_backends.c - the backends of include/vramkit/backend.h,
- * driven through the counted calls of src/backend/backend_internal.h:
+ * driven through the counted calls of src/core/backend/backend_internal.h:
  *  - "sim": capacity shared by segments and mappings (VRAM_ENOMEM with the
  *    sizes in the message), every misuse a driver would refuse (double or
  *    mis-sized segment free, map of a mapped granule, unmap of an unmapped

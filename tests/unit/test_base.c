@@ -605,7 +605,12 @@ static void test_config_set(void **state)
     assert_contains(vram_last_error(), "VRAM_GRANULARITY");
     assert_int_equal(vram_config_set("", "1"), VRAM_EINVAL);
     assert_int_equal(vram_config_set(NULL, "1"), VRAM_EINVAL);
-    assert_int_equal(vram_config_set("granularity", NULL), VRAM_EINVAL);
+    /* NULL forgets the override: the default (no VRAM_GRANULARITY here) again. */
+    assert_int_equal(vram_config_set("granularity", NULL), 0);
+    assert_int_equal(c->granularity, 2 * MiB);
+    assert_int_equal(vram_config_source_of("granularity", &src), 0);
+    assert_int_equal(src, VRAM_CONFIG_DEFAULT);
+    assert_int_equal(vram_config_set("granularity", "4194304"), 0);
     assert_int_equal(c->granularity, 4 * MiB);
 
     /* Bad values are refused, named, and change nothing. */

@@ -1086,14 +1086,14 @@ static void test_gather(void **state)
 static uint16_t to_half(float f)
 {
     uint16_t h;
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_FLOAT16, 1, &f, &h), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_FLOAT16, 1, &f, &h), 0);
     return h;
 }
 
 static float from_half(uint16_t h)
 {
     float f;
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT16, VRAM__DT_FLOAT, 1, &h, &f), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT16, VRAM_DTYPE_FLOAT, 1, &h, &f), 0);
     return f;
 }
 
@@ -1114,9 +1114,9 @@ static void test_cast_float16(void **state)
                 fail_msg("half 0x%04x -> %g -> 0x%04x", h, f, back);
             double d;
             uint16_t hb = (uint16_t)h, b2;
-            assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT16, VRAM__DT_DOUBLE, 1, &hb, &d), 0);
+            assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT16, VRAM_DTYPE_DOUBLE, 1, &hb, &d), 0);
             assert_true(d == (double)f);
-            assert_int_equal(vram__cpu_cast(VRAM__DT_DOUBLE, VRAM__DT_FLOAT16, 1, &d, &b2), 0);
+            assert_int_equal(vram__cpu_cast(VRAM_DTYPE_DOUBLE, VRAM_DTYPE_FLOAT16, 1, &d, &b2), 0);
             assert_int_equal(b2, h);
         }
     }
@@ -1163,7 +1163,7 @@ static void test_cast_float16(void **state)
     /* Integers to float16: exact while representable, inf beyond. */
     const int64_t iv[4] = {2048, 2049, 65504, 70000};
     uint16_t hv[4];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_FLOAT16, 4, iv, hv), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_FLOAT16, 4, iv, hv), 0);
     assert_true(from_half(hv[0]) == 2048.0f && from_half(hv[1]) == 2048.0f && from_half(hv[2]) == 65504.0f);
     assert_true(isinf(from_half(hv[3])));
 }
@@ -1175,57 +1175,57 @@ static void test_cast(void **state)
     const float f[] = {2.7f, -2.7f, 0.5f, -0.5f, 3e9f, -3e9f, NAN, INFINITY, -INFINITY, 1e20f, 2147483520.0f, -2147483648.0f};
     const int nf = (int)(sizeof f / sizeof f[0]);
     int32_t i32[16];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_INT32, nf, f, i32), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_INT32, nf, f, i32), 0);
     const int32_t w32[] = {2, -2, 0, 0, INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MIN, INT32_MAX, 2147483520, INT32_MIN};
     assert_memory_equal(i32, w32, sizeof w32);
     int64_t i64[16];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_INT64, nf, f, i64), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_INT64, nf, f, i64), 0);
     assert_true(i64[0] == 2 && i64[1] == -2 && i64[4] == 3000000000ll && i64[5] == -3000000000ll);
     assert_true(i64[6] == 0 && i64[7] == INT64_MAX && i64[8] == INT64_MIN && i64[9] == INT64_MAX);
     const double dbig[3] = {9.3e18, -9.3e18, -9223372036854775808.0};
-    assert_int_equal(vram__cpu_cast(VRAM__DT_DOUBLE, VRAM__DT_INT64, 3, dbig, i64), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_DOUBLE, VRAM_DTYPE_INT64, 3, dbig, i64), 0);
     assert_true(i64[0] == INT64_MAX && i64[1] == INT64_MIN && i64[2] == INT64_MIN);
     const float f8[] = {127.9f, 128.0f, -128.9f, -129.0f, 255.5f, 256.0f, -1.0f, -0.9f};
     int8_t s8[8];
     uint8_t u8[8];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_INT8, 8, f8, s8), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_INT8, 8, f8, s8), 0);
     const int8_t ws8[8] = {127, 127, -128, -128, 127, 127, -1, 0};
     assert_memory_equal(s8, ws8, sizeof s8);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_UINT8, 8, f8, u8), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_UINT8, 8, f8, u8), 0);
     const uint8_t wu8[8] = {127, 128, 0, 0, 255, 255, 0, 0};
     assert_memory_equal(u8, wu8, sizeof u8);
 
     /* To bool: x != 0, so NaN is true and -0 false. */
     const float fb[5] = {0.0f, -0.0f, NAN, 1e-30f, -3.0f};
     uint8_t b[5];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_BOOL, 5, fb, b), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_BOOL, 5, fb, b), 0);
     const uint8_t wb[5] = {0, 0, 1, 1, 1};
     assert_memory_equal(b, wb, sizeof b);
     const int64_t ib[3] = {0, -5, 1ll << 40};
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_BOOL, 3, ib, b), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_BOOL, 3, ib, b), 0);
     assert_true(b[0] == 0 && b[1] == 1 && b[2] == 1);
     /* From bool: any non-zero byte is 1. */
     const uint8_t bb[3] = {0, 1, 7};
     float fbo[3];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_BOOL, VRAM__DT_FLOAT, 3, bb, fbo), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_BOOL, VRAM_DTYPE_FLOAT, 3, bb, fbo), 0);
     assert_true(fbo[0] == 0.0f && fbo[1] == 1.0f && fbo[2] == 1.0f);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_BOOL, VRAM__DT_INT32, 3, bb, i32), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_BOOL, VRAM_DTYPE_INT32, 3, bb, i32), 0);
     assert_true(i32[2] == 1);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_BOOL, VRAM__DT_BOOL, 3, bb, b), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_BOOL, VRAM_DTYPE_BOOL, 3, bb, b), 0);
     assert_true(b[0] == 0 && b[1] == 1 && b[2] == 1);
 
     /* Integer narrowing wraps. */
     const int64_t wide[6] = {300, -1, 0x100000001ll, 2147483648ll, -129, 255};
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_UINT8, 6, wide, u8), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_UINT8, 6, wide, u8), 0);
     assert_true(u8[0] == 44 && u8[1] == 255 && u8[2] == 1 && u8[3] == 0 && u8[4] == 127 && u8[5] == 255);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_INT8, 6, wide, s8), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_INT8, 6, wide, s8), 0);
     assert_true(s8[0] == 44 && s8[1] == -1 && s8[4] == 127 && s8[5] == -1);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_INT32, 6, wide, i32), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_INT32, 6, wide, i32), 0);
     assert_true(i32[0] == 300 && i32[1] == -1 && i32[2] == 1 && i32[3] == INT32_MIN && i32[4] == -129);
     const uint8_t ub[2] = {200, 255};
-    assert_int_equal(vram__cpu_cast(VRAM__DT_UINT8, VRAM__DT_INT8, 2, ub, s8), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_UINT8, VRAM_DTYPE_INT8, 2, ub, s8), 0);
     assert_true(s8[0] == -56 && s8[1] == -1);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_UINT8, VRAM__DT_INT64, 2, ub, i64), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_UINT8, VRAM_DTYPE_INT64, 2, ub, i64), 0);
     assert_true(i64[0] == 200 && i64[1] == 255);
 
     /* Round trips. */
@@ -1235,8 +1235,8 @@ static void test_cast(void **state)
         rf[i] = rnd_float() * 1e6f;
     rf[0] = FLT_MIN / 4; /* a float subnormal survives double */
     rf[1] = FLT_MAX;
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_DOUBLE, 64, rf, rd), 0);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_DOUBLE, VRAM__DT_FLOAT, 64, rd, rf2), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_DOUBLE, 64, rf, rd), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_DOUBLE, VRAM_DTYPE_FLOAT, 64, rd, rf2), 0);
     assert_memory_equal(rf, rf2, sizeof rf);
     int32_t ri[64], ri2[64];
     int64_t rl[64];
@@ -1244,45 +1244,45 @@ static void test_cast(void **state)
         ri[i] = (int32_t)rnd() - (int32_t)(rnd() & 0x7fffffff);
     ri[0] = INT32_MIN;
     ri[1] = INT32_MAX;
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT32, VRAM__DT_INT64, 64, ri, rl), 0);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_INT32, 64, rl, ri2), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT32, VRAM_DTYPE_INT64, 64, ri, rl), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_INT32, 64, rl, ri2), 0);
     assert_memory_equal(ri, ri2, sizeof ri);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT32, VRAM__DT_DOUBLE, 64, ri, rd), 0);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_DOUBLE, VRAM__DT_INT32, 64, rd, ri2), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT32, VRAM_DTYPE_DOUBLE, 64, ri, rd), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_DOUBLE, VRAM_DTYPE_INT32, 64, rd, ri2), 0);
     assert_memory_equal(ri, ri2, sizeof ri);
     uint8_t all[256], all2[256];
     float af[256];
     for (int i = 0; i < 256; i++)
         all[i] = (uint8_t)i;
-    assert_int_equal(vram__cpu_cast(VRAM__DT_UINT8, VRAM__DT_FLOAT, 256, all, af), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_UINT8, VRAM_DTYPE_FLOAT, 256, all, af), 0);
     assert_true(af[255] == 255.0f);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_UINT8, 256, af, all2), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_UINT8, 256, af, all2), 0);
     assert_memory_equal(all, all2, sizeof all);
     /* int64 -> float rounds once to nearest: 2^24 + 1 -> 2^24, 2^53 + 1 -> double 2^53. */
     const int64_t l2[2] = {(1ll << 24) + 1, (1ll << 53) + 1};
     float lf[2];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT64, VRAM__DT_FLOAT, 2, l2, lf), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT64, VRAM_DTYPE_FLOAT, 2, l2, lf), 0);
     assert_true(lf[0] == 16777216.0f);
     /* In place when the sizes match. */
     union {
         float f[3];
         int32_t i[3];
     } u = {.f = {1.9f, -1.9f, 40.0f}};
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_INT32, 3, u.f, u.i), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_INT32, 3, u.f, u.i), 0);
     assert_true(u.i[0] == 1 && u.i[1] == -1 && u.i[2] == 40);
-    assert_int_equal(vram__cpu_cast(VRAM__DT_INT32, VRAM__DT_FLOAT, 3, u.i, u.f), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_INT32, VRAM_DTYPE_FLOAT, 3, u.i, u.f), 0);
     assert_true(u.f[0] == 1.0f && u.f[1] == -1.0f && u.f[2] == 40.0f);
     /* Same type copies. */
     float cp[3];
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, VRAM__DT_FLOAT, 3, u.f, cp), 0);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, VRAM_DTYPE_FLOAT, 3, u.f, cp), 0);
     assert_memory_equal(cp, u.f, sizeof cp);
 
     /* Unsupported types: ENOSYS naming them, nothing written. */
     float keep[3] = {9, 9, 9}, out[3] = {9, 9, 9};
-    assert_int_equal(vram__cpu_cast(13, VRAM__DT_FLOAT, 3, ib, out), VRAM_ENOSYS);
+    assert_int_equal(vram__cpu_cast(13, VRAM_DTYPE_FLOAT, 3, ib, out), VRAM_ENOSYS);
     assert_contains(vram_last_error(), "type 13");
     assert_contains(vram_last_error(), "float");
-    assert_int_equal(vram__cpu_cast(VRAM__DT_FLOAT, 8, 3, fb, out), VRAM_ENOSYS);
+    assert_int_equal(vram__cpu_cast(VRAM_DTYPE_FLOAT, 8, 3, fb, out), VRAM_ENOSYS);
     assert_contains(vram_last_error(), "type 8");
     assert_memory_equal(out, keep, sizeof out);
 }

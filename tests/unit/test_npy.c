@@ -24,7 +24,8 @@
 #include <unistd.h>
 
 #include "base/internal.h"
-#include "engine/npy.h"
+#include "engine/graph.h"
+#include "vramkit/npy.h"
 
 /* ---- helpers --------------------------------------------------------- */
 
@@ -84,8 +85,8 @@ static void run_python(const char *script)
     assert_int_equal(system(cmd), 0);
 }
 
-static const int all_dtypes[] = {VRAM__DT_FLOAT, VRAM__DT_DOUBLE, VRAM__DT_INT64, VRAM__DT_INT32,
-                                 VRAM__DT_UINT8, VRAM__DT_INT8,   VRAM__DT_BOOL,  VRAM__DT_FLOAT16};
+static const int all_dtypes[] = {VRAM_DTYPE_FLOAT, VRAM_DTYPE_DOUBLE, VRAM_DTYPE_INT64, VRAM_DTYPE_INT32,
+                                 VRAM_DTYPE_UINT8, VRAM_DTYPE_INT8,   VRAM_DTYPE_BOOL,  VRAM_DTYPE_FLOAT16};
 static const size_t all_sizes[] = {4, 8, 8, 4, 1, 1, 1, 2};
 static const char *const all_descrs[] = {"<f4", "<f8", "<i8", "<i4", "|u1", "|i1", "|b1", "<f2"};
 
@@ -93,7 +94,7 @@ static const char *const all_descrs[] = {"<f4", "<f8", "<i8", "<i4", "|u1", "|i1
  * Python checks below compute the same. */
 static unsigned char pattern(int dtype, size_t k)
 {
-    return dtype == VRAM__DT_BOOL ? (unsigned char)(k % 3 == 0) : (unsigned char)((k * 31 + 7) & 0xff);
+    return dtype == VRAM_DTYPE_BOOL ? (unsigned char)(k % 3 == 0) : (unsigned char)((k * 31 + 7) & 0xff);
 }
 
 static vram__shape mkshape(int rank, ...)
@@ -139,27 +140,27 @@ static unsigned char *build(unsigned major, unsigned minor, const char *header, 
     }
     memcpy(b + pre, header, hl);
     for (size_t k = 0; k < dlen; k++)
-        b[pre + hl + k] = pattern(VRAM__DT_FLOAT, k);
+        b[pre + hl + k] = pattern(VRAM_DTYPE_FLOAT, k);
     *len = pre + hl + dlen;
     return b;
 }
 
-static void assert_zeroed(const vram__npy *a)
+static void assert_zeroed(const vram_npy *a)
 {
     assert_null(a->data);
     assert_int_equal(a->nbytes, 0);
     assert_int_equal(a->dtype, 0);
-    assert_int_equal(a->shape.rank, 0);
+    assert_int_equal(a->rank, 0);
 }
 
 /* Parse must fail with `code`, a message holding the name and `needle`, and
  * *out zeroed although it was filled with garbage before. */
 static void expect_fail(const void *bytes, size_t len, int code, const char *needle)
 {
-    vram__npy a;
+    vram_npy a;
     memset(&a, 0xab, sizeof a);
     vram_clear_error();
-    int rc = vram__npy_parse(bytes, len, "case.npy", &a);
+    int rc = vram_npy_parse(bytes, len, "case.npy", &a);
     if (rc != code)
         fail_msg("expected %s, got %s (%s) for \"%s\"", vram_err_name(code), vram_err_name(rc),
                  vram_last_error(), needle);
@@ -181,20 +182,20 @@ static void expect_header_ok(unsigned major, const char *header, size_t dlen, in
 {
     size_t len;
     unsigned char *b = build(major, 0, header, dlen, &len);
-    vram__npy a;
-    int rc = vram__npy_parse(b, len, "ok.npy", &a);
+    vram_npy a;
+    int rc = vram_npy_parse(b, len, "ok.npy", &a);
     if (rc != 0)
         fail_msg("header %s: %s", header, vram_last_error());
     assert_int_equal(a.dtype, dtype);
-    assert_int_equal(a.shape.rank, rank);
+    assert_int_equal(a.rank, rank);
     for (int i = 0; i < rank; i++)
-        assert_int_equal(a.shape.dim[i], dims[i]);
+        assert_int_equal(a.dims[i], dims[i]);
     assert_int_equal(a.nbytes, dlen);
     assert_non_null(a.data);
     assert_memory_equal(a.data, b + len - dlen, dlen);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
     assert_zeroed(&a);
-    vram__npy_free(&a); /* twice is harmless */
+    vram_npy_free(&a); /* twice is harmless */
     free(b);
 }
 
@@ -227,17 +228,17 @@ static void test_round_trip_every_dtype(void **state)
             for (size_t k = 0; k < nbytes; k++)
                 data[k] = pattern(all_dtypes[t], k);
             const char *p = tpath("rt.npy");
-            int rc = vram__npy_write(p, all_dtypes[t], &shapes[s], nbytes ? data : NULL);
+            int rc = vram_npy_write(p, all_dtypes[t], shapes[s].rank, shapes[s].dim, nbytes ? data : NULL);
             if (rc)
                 fail_msg("write %s rank %d: %s", all_descrs[t], shapes[s].rank, vram_last_error());
-            vram__npy a;
-            rc = vram__npy_read(p, &a);
+            vram_npy a;
+            rc = vram_npy_read(p, &a);
             if (rc)
                 fail_msg("read %s rank %d: %s", all_descrs[t], shapes[s].rank, vram_last_error());
             assert_int_equal(a.dtype, all_dtypes[t]);
-            assert_int_equal(a.shape.rank, shapes[s].rank);
-            for (int i = 0; i < a.shape.rank; i++)
-                assert_int_equal(a.shape.dim[i], shapes[s].dim[i]);
+            assert_int_equal(a.rank, shapes[s].rank);
+            for (int i = 0; i < a.rank; i++)
+                assert_int_equal(a.dims[i], shapes[s].dim[i]);
             assert_int_equal(a.nbytes, nbytes);
             assert_non_null(a.data);
             assert_memory_equal(a.data, data, nbytes);
@@ -245,14 +246,14 @@ static void test_round_trip_every_dtype(void **state)
             /* The same bytes parsed from memory give the same array. */
             size_t len;
             void *whole = read_whole(p, &len);
-            vram__npy b;
-            assert_int_equal(vram__npy_parse(whole, len, p, &b), 0);
+            vram_npy b;
+            assert_int_equal(vram_npy_parse(whole, len, p, &b), 0);
             assert_int_equal(b.dtype, a.dtype);
             assert_int_equal(b.nbytes, a.nbytes);
             assert_memory_equal(b.data, data, nbytes);
-            vram__npy_free(&b);
+            vram_npy_free(&b);
             free(whole);
-            vram__npy_free(&a);
+            vram_npy_free(&a);
             free(data);
         }
     }
@@ -268,12 +269,12 @@ static void test_written_header_form(void **state)
         vram__shape shape;
         const char *dict;
     } cases[] = {
-        {VRAM__DT_FLOAT, mkshape(2, 2LL, 3LL), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"},
-        {VRAM__DT_BOOL, mkshape(1, 5LL), "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }"},
-        {VRAM__DT_INT64, mkshape(0), "{'descr': '<i8', 'fortran_order': False, 'shape': (), }"},
-        {VRAM__DT_UINT8, mkshape(8, 1LL, 1LL, 1LL, 1LL, 1LL, 1LL, 1LL, 0LL),
+        {VRAM_DTYPE_FLOAT, mkshape(2, 2LL, 3LL), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"},
+        {VRAM_DTYPE_BOOL, mkshape(1, 5LL), "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }"},
+        {VRAM_DTYPE_INT64, mkshape(0), "{'descr': '<i8', 'fortran_order': False, 'shape': (), }"},
+        {VRAM_DTYPE_UINT8, mkshape(8, 1LL, 1LL, 1LL, 1LL, 1LL, 1LL, 1LL, 0LL),
          "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 0), }"},
-        {VRAM__DT_FLOAT16, mkshape(8, 0LL, 9223372036854775807LL, 9223372036854775807LL,
+        {VRAM_DTYPE_FLOAT16, mkshape(8, 0LL, 9223372036854775807LL, 9223372036854775807LL,
                                    9223372036854775807LL, 9223372036854775807LL,
                                    9223372036854775807LL, 9223372036854775807LL,
                                    9223372036854775807LL),
@@ -284,7 +285,7 @@ static void test_written_header_form(void **state)
     unsigned char zeros[64] = {0};
     for (size_t i = 0; i < VRAM__ARRAY_LEN(cases); i++) {
         const char *p = tpath("form.npy");
-        assert_int_equal(vram__npy_write(p, cases[i].dtype, &cases[i].shape, zeros), 0);
+        assert_int_equal(vram_npy_write(p, cases[i].dtype, cases[i].shape.rank, cases[i].shape.dim, zeros), 0);
         size_t len;
         unsigned char *b = read_whole(p, &len);
         assert_memory_equal(b, "\x93NUMPY\x01\x00", 8);
@@ -307,13 +308,13 @@ static void test_overwrite(void **state)
     const char *p = tpath("over.npy");
     float big[100] = {0}, small[2] = {1.5f, -2.0f};
     vram__shape s100 = mkshape(1, 100LL), s2 = mkshape(1, 2LL);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &s100, big), 0);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &s2, small), 0);
-    vram__npy a;
-    assert_int_equal(vram__npy_read(p, &a), 0);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, s100.rank, s100.dim, big), 0);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, s2.rank, s2.dim, small), 0);
+    vram_npy a;
+    assert_int_equal(vram_npy_read(p, &a), 0);
     assert_int_equal(a.nbytes, 8);
     assert_memory_equal(a.data, small, 8);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 }
 
 /* ---- NumPy interoperation --------------------------------------------- */
@@ -343,7 +344,7 @@ static void test_numpy_reads_ours(void **state)
                 data[k] = pattern(all_dtypes[t], k);
             char name[64];
             snprintf(name, sizeof name, "ours_%zu_%d.npy", t, s);
-            assert_int_equal(vram__npy_write(tpath(name), all_dtypes[t], &shapes[s], data), 0);
+            assert_int_equal(vram_npy_write(tpath(name), all_dtypes[t], shapes[s].rank, shapes[s].dim, data), 0);
             free(data);
             used += (size_t)snprintf(list + used, sizeof list - used, "    ('%s', '%s', %s),\n", name,
                                      all_descrs[t], shape_py);
@@ -397,69 +398,69 @@ static void test_reads_numpy_files(void **state)
                "np.save(p('np_u16.npy'), np.zeros(3, dtype=np.uint16))\n"
                "np.save(p('np_str.npy'), np.array(['ab', 'cde']))\n"
                "np.save(p('np_struct.npy'), np.zeros(2, dtype=[('a', '<f4'), ('b', '<i8')]))\n");
-    vram__npy a;
+    vram_npy a;
 
-    assert_int_equal(vram__npy_read(tpath("np_f4.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_FLOAT);
-    assert_int_equal(a.shape.rank, 3);
-    assert_int_equal(a.shape.dim[0], 2);
-    assert_int_equal(a.shape.dim[1], 3);
-    assert_int_equal(a.shape.dim[2], 4);
+    assert_int_equal(vram_npy_read(tpath("np_f4.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_FLOAT);
+    assert_int_equal(a.rank, 3);
+    assert_int_equal(a.dims[0], 2);
+    assert_int_equal(a.dims[1], 3);
+    assert_int_equal(a.dims[2], 4);
     for (int i = 0; i < 24; i++)
         assert_true(((float *)a.data)[i] == (float)i);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_f8.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_DOUBLE);
-    assert_int_equal(a.shape.rank, 1);
+    assert_int_equal(vram_npy_read(tpath("np_f8.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_DOUBLE);
+    assert_int_equal(a.rank, 1);
     assert_true(((double *)a.data)[3] == 1.5);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_i8.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_INT64);
+    assert_int_equal(vram_npy_read(tpath("np_i8.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_INT64);
     assert_int_equal(((int64_t *)a.data)[0], -1);
     assert_int_equal(((int64_t *)a.data)[1], 1LL << 40);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_i4.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_INT32);
-    assert_int_equal(a.shape.rank, 0);
+    assert_int_equal(vram_npy_read(tpath("np_i4.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_INT32);
+    assert_int_equal(a.rank, 0);
     assert_int_equal(a.nbytes, 4);
     assert_int_equal(((int32_t *)a.data)[0], -7);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_u1.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_UINT8);
-    assert_int_equal(a.shape.rank, 4);
-    assert_int_equal(a.shape.dim[3], 1);
+    assert_int_equal(vram_npy_read(tpath("np_u1.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_UINT8);
+    assert_int_equal(a.rank, 4);
+    assert_int_equal(a.dims[3], 1);
     assert_memory_equal(a.data, "\0\1\2\3\4\5", 6);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_i1.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_INT8);
+    assert_int_equal(vram_npy_read(tpath("np_i1.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_INT8);
     assert_int_equal(((int8_t *)a.data)[0], -128);
     assert_int_equal(((int8_t *)a.data)[1], 127);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_b1.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_BOOL);
+    assert_int_equal(vram_npy_read(tpath("np_b1.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_BOOL);
     assert_memory_equal(a.data, "\1\0\1", 3);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_f2.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_FLOAT16);
+    assert_int_equal(vram_npy_read(tpath("np_f2.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_FLOAT16);
     {
         static const uint16_t half[6] = {0x0000, 0x3c00, 0x4000, 0x4200, 0x4400, 0x4500};
         assert_memory_equal(a.data, half, sizeof half);
     }
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
-    assert_int_equal(vram__npy_read(tpath("np_zero.npy"), &a), 0);
-    assert_int_equal(a.shape.rank, 3);
-    assert_int_equal(a.shape.dim[1], 0);
+    assert_int_equal(vram_npy_read(tpath("np_zero.npy"), &a), 0);
+    assert_int_equal(a.rank, 3);
+    assert_int_equal(a.dims[1], 0);
     assert_int_equal(a.nbytes, 0);
     assert_non_null(a.data);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
 
     for (int v = 2; v <= 3; v++) {
         char name[32];
@@ -468,18 +469,18 @@ static void test_reads_numpy_files(void **state)
         unsigned char *raw = read_whole(tpath(name), &len);
         assert_int_equal(raw[6], v); /* NumPy did write that version */
         free(raw);
-        assert_int_equal(vram__npy_read(tpath(name), &a), 0);
-        assert_int_equal(a.dtype, VRAM__DT_INT32);
-        assert_int_equal(a.shape.rank, 2);
-        assert_int_equal(a.shape.dim[0], 3);
+        assert_int_equal(vram_npy_read(tpath(name), &a), 0);
+        assert_int_equal(a.dtype, VRAM_DTYPE_INT32);
+        assert_int_equal(a.rank, 2);
+        assert_int_equal(a.dims[0], 3);
         assert_int_equal(((int32_t *)a.data)[5], 5);
-        vram__npy_free(&a);
+        vram_npy_free(&a);
     }
 
     /* One-byte types have no byte order: '>u1' is fine... */
-    assert_int_equal(vram__npy_read(tpath("np_be1.npy"), &a), 0);
-    assert_int_equal(a.dtype, VRAM__DT_UINT8);
-    vram__npy_free(&a);
+    assert_int_equal(vram_npy_read(tpath("np_be1.npy"), &a), 0);
+    assert_int_equal(a.dtype, VRAM_DTYPE_UINT8);
+    vram_npy_free(&a);
 
     /* ...but the rest is refused, each with its reason. */
     struct {
@@ -494,7 +495,7 @@ static void test_reads_numpy_files(void **state)
     };
     for (size_t i = 0; i < VRAM__ARRAY_LEN(refused); i++) {
         memset(&a, 0xab, sizeof a);
-        assert_int_equal(vram__npy_read(tpath(refused[i].file), &a), VRAM_ENOSYS);
+        assert_int_equal(vram_npy_read(tpath(refused[i].file), &a), VRAM_ENOSYS);
         assert_contains(vram_last_error(), tpath(refused[i].file));
         assert_contains(vram_last_error(), refused[i].needle);
         assert_zeroed(&a);
@@ -509,31 +510,31 @@ static void test_header_variants(void **state)
     const int64_t d23[] = {2, 3}, d3[] = {3}, d0big[] = {0, INT64_MAX, INT64_MAX};
     /* NumPy's own form, then every liberty Python's syntax allows. */
     expect_header_ok(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }      \n", 24,
-                     VRAM__DT_FLOAT, 2, d23);
-    expect_header_ok(1, "{'descr':'<f4','fortran_order':False,'shape':(2,3)}", 24, VRAM__DT_FLOAT, 2,
+                     VRAM_DTYPE_FLOAT, 2, d23);
+    expect_header_ok(1, "{'descr':'<f4','fortran_order':False,'shape':(2,3)}", 24, VRAM_DTYPE_FLOAT, 2,
                      d23);
     expect_header_ok(1, "  {\n\t'shape' : ( 2 , 3 , ) ,\r\n 'fortran_order':False , 'descr' : \"<f4\" ,}\n",
-                     24, VRAM__DT_FLOAT, 2, d23);
+                     24, VRAM_DTYPE_FLOAT, 2, d23);
     expect_header_ok(1, "{\"descr\": \"=f4\", \"fortran_order\": False, \"shape\": (2L, 3L)}", 24,
-                     VRAM__DT_FLOAT, 2, d23);
-    expect_header_ok(1, "{'descr': '|f4', 'fortran_order': False, 'shape': (3,)}", 12, VRAM__DT_FLOAT, 1,
+                     VRAM_DTYPE_FLOAT, 2, d23);
+    expect_header_ok(1, "{'descr': '|f4', 'fortran_order': False, 'shape': (3,)}", 12, VRAM_DTYPE_FLOAT, 1,
                      d3);
-    expect_header_ok(1, "{'descr': '<u1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM__DT_UINT8, 1,
+    expect_header_ok(1, "{'descr': '<u1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM_DTYPE_UINT8, 1,
                      d3);
-    expect_header_ok(1, "{'descr': '>i1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM__DT_INT8, 1,
+    expect_header_ok(1, "{'descr': '>i1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM_DTYPE_INT8, 1,
                      d3);
-    expect_header_ok(1, "{'descr': '<b1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM__DT_BOOL, 1,
+    expect_header_ok(1, "{'descr': '<b1', 'fortran_order': False, 'shape': (3,)}", 3, VRAM_DTYPE_BOOL, 1,
                      d3);
-    expect_header_ok(1, "{'descr': 'i8', 'fortran_order': False, 'shape': ()}", 8, VRAM__DT_INT64, 0,
+    expect_header_ok(1, "{'descr': 'i8', 'fortran_order': False, 'shape': ()}", 8, VRAM_DTYPE_INT64, 0,
                      NULL);
     expect_header_ok(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 9223372036854775807, "
                         "9223372036854775807)}",
-                     0, VRAM__DT_DOUBLE, 3, d0big);
+                     0, VRAM_DTYPE_DOUBLE, 3, d0big);
     /* Versions 2.0 and 3.0 have a 4-byte header length. */
     expect_header_ok(2, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }\n", 24,
-                     VRAM__DT_INT32, 2, d23);
+                     VRAM_DTYPE_INT32, 2, d23);
     expect_header_ok(3, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }\n", 6,
-                     VRAM__DT_FLOAT16, 1, d3);
+                     VRAM_DTYPE_FLOAT16, 1, d3);
     /* A version 2.0 header longer than 65535 bytes (padding) and the data
      * right after it, unaligned. */
     {
@@ -544,7 +545,7 @@ static void test_header_variants(void **state)
         memcpy(h, dict, strlen(dict));
         h[n - 1] = '\n';
         h[n] = '\0';
-        expect_header_ok(2, h, 12, VRAM__DT_FLOAT, 1, d3);
+        expect_header_ok(2, h, 12, VRAM_DTYPE_FLOAT, 1, d3);
         free(h);
     }
 }
@@ -711,15 +712,15 @@ static void test_every_truncation(void **state)
     vram__shape s = mkshape(2, 2LL, 3LL);
     int32_t v[6] = {1, 2, 3, 4, 5, 6};
     const char *p = tpath("trunc.npy");
-    assert_int_equal(vram__npy_write(p, VRAM__DT_INT32, &s, v), 0);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_INT32, s.rank, s.dim, v), 0);
     size_t len;
     unsigned char *whole = read_whole(p, &len);
     for (size_t n = 0; n < len; n++) {
         unsigned char *cut = malloc(n ? n : 1);
         memcpy(cut, whole, n);
-        vram__npy a;
+        vram_npy a;
         memset(&a, 0xab, sizeof a);
-        assert_int_equal(vram__npy_parse(cut, n, "cut", &a), VRAM_EPARSE);
+        assert_int_equal(vram_npy_parse(cut, n, "cut", &a), VRAM_EPARSE);
         assert_zeroed(&a);
         free(cut);
     }
@@ -731,16 +732,16 @@ static void test_every_truncation(void **state)
 static void test_read_errors(void **state)
 {
     (void)state;
-    vram__npy a;
+    vram_npy a;
     memset(&a, 0xab, sizeof a);
-    assert_int_equal(vram__npy_read(tpath("missing.npy"), &a), VRAM_EIO);
+    assert_int_equal(vram_npy_read(tpath("missing.npy"), &a), VRAM_EIO);
     assert_contains(vram_last_error(), "cannot open ");
     assert_contains(vram_last_error(), tpath("missing.npy"));
     assert_contains(vram_last_error(), "No such file or directory");
     assert_zeroed(&a);
 
     memset(&a, 0xab, sizeof a);
-    assert_int_equal(vram__npy_read(tmpdir, &a), VRAM_EIO);
+    assert_int_equal(vram_npy_read(tmpdir, &a), VRAM_EIO);
     assert_contains(vram_last_error(), "cannot read ");
     assert_contains(vram_last_error(), "Is a directory");
     assert_zeroed(&a);
@@ -749,7 +750,7 @@ static void test_read_errors(void **state)
     FILE *f = fopen(tpath("junk.npy"), "wb");
     fputs("hello, world\n", f);
     fclose(f);
-    assert_int_equal(vram__npy_read(tpath("junk.npy"), &a), VRAM_EPARSE);
+    assert_int_equal(vram_npy_read(tpath("junk.npy"), &a), VRAM_EPARSE);
     char want[600];
     snprintf(want, sizeof want, "%s: not a .npy file", tpath("junk.npy"));
     assert_contains(vram_last_error(), want);
@@ -757,20 +758,20 @@ static void test_read_errors(void **state)
 
     /* Not a regular file: a pipe's bytes are read to its end. */
     if (access("/dev/null", R_OK) == 0) {
-        assert_int_equal(vram__npy_read("/dev/null", &a), VRAM_EPARSE);
+        assert_int_equal(vram_npy_read("/dev/null", &a), VRAM_EPARSE);
         assert_contains(vram_last_error(), "/dev/null: truncated: 0 bytes");
     }
 
-    assert_int_equal(vram__npy_read(NULL, &a), VRAM_EINVAL);
-    assert_int_equal(vram__npy_read("", &a), VRAM_EINVAL);
-    assert_int_equal(vram__npy_read("x.npy", NULL), VRAM_EINVAL);
-    assert_int_equal(vram__npy_parse("x", 1, "x", NULL), VRAM_EINVAL);
-    assert_int_equal(vram__npy_parse(NULL, 5, "x", &a), VRAM_EINVAL);
+    assert_int_equal(vram_npy_read(NULL, &a), VRAM_EINVAL);
+    assert_int_equal(vram_npy_read("", &a), VRAM_EINVAL);
+    assert_int_equal(vram_npy_read("x.npy", NULL), VRAM_EINVAL);
+    assert_int_equal(vram_npy_parse("x", 1, "x", NULL), VRAM_EINVAL);
+    assert_int_equal(vram_npy_parse(NULL, 5, "x", &a), VRAM_EINVAL);
     assert_zeroed(&a);
     /* NULL `what` reads as "npy data". */
-    assert_int_equal(vram__npy_parse("abc", 3, NULL, &a), VRAM_EPARSE);
+    assert_int_equal(vram_npy_parse("abc", 3, NULL, &a), VRAM_EPARSE);
     assert_contains(vram_last_error(), "npy data: ");
-    vram__npy_free(NULL);
+    vram_npy_free(NULL);
 }
 
 static void test_write_errors(void **state)
@@ -779,15 +780,15 @@ static void test_write_errors(void **state)
     float v[4] = {0};
     vram__shape s = mkshape(1, 4LL);
 
-    assert_int_equal(vram__npy_write(tpath("nodir/x.npy"), VRAM__DT_FLOAT, &s, v), VRAM_EIO);
+    assert_int_equal(vram_npy_write(tpath("nodir/x.npy"), VRAM_DTYPE_FLOAT, s.rank, s.dim, v), VRAM_EIO);
     assert_contains(vram_last_error(), "cannot create ");
     assert_contains(vram_last_error(), "nodir/x.npy: No such file or directory");
 
-    assert_int_equal(vram__npy_write(tmpdir, VRAM__DT_FLOAT, &s, v), VRAM_EIO);
+    assert_int_equal(vram_npy_write(tmpdir, VRAM_DTYPE_FLOAT, s.rank, s.dim, v), VRAM_EIO);
     assert_contains(vram_last_error(), "Is a directory");
 
     if (access("/dev/full", W_OK) == 0) {
-        assert_int_equal(vram__npy_write("/dev/full", VRAM__DT_FLOAT, &s, v), VRAM_EIO);
+        assert_int_equal(vram_npy_write("/dev/full", VRAM_DTYPE_FLOAT, s.rank, s.dim, v), VRAM_EIO);
         assert_contains(vram_last_error(), "cannot write /dev/full: No space left on device");
         assert_int_equal(access("/dev/full", F_OK), 0); /* a device is never removed */
     }
@@ -804,7 +805,7 @@ static void test_write_errors(void **state)
         assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
         static float big[4096];
         vram__shape sb = mkshape(2, 64LL, 64LL);
-        int rc = vram__npy_write(tpath("limited.npy"), VRAM__DT_FLOAT, &sb, big);
+        int rc = vram_npy_write(tpath("limited.npy"), VRAM_DTYPE_FLOAT, sb.rank, sb.dim, big);
         assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
         signal(SIGXFSZ, prev);
         assert_int_equal(rc, VRAM_EIO);
@@ -815,24 +816,24 @@ static void test_write_errors(void **state)
 
     const char *p = tpath("bad.npy");
     vram__shape neg = mkshape(2, 2LL, -1LL);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &neg, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, neg.rank, neg.dim, v), VRAM_EINVAL);
     assert_contains(vram_last_error(), "dimension 1 is -1 (unknown)");
     vram__shape r9 = mkshape(0);
     r9.rank = 9;
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &r9, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, r9.rank, r9.dim, v), VRAM_EINVAL);
     assert_contains(vram_last_error(), "rank 9 is outside 0..8");
     r9.rank = -1;
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &r9, v), VRAM_EINVAL);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_UNDEFINED, &s, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, r9.rank, r9.dim, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_UNDEFINED, s.rank, s.dim, v), VRAM_EINVAL);
     assert_contains(vram_last_error(), "element type 0 has no .npy form");
-    assert_int_equal(vram__npy_write(p, 13, &s, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, 13, s.rank, s.dim, v), VRAM_EINVAL);
     vram__shape huge = mkshape(2, 4294967296LL, 4294967296LL);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_UINT8, &huge, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_UINT8, huge.rank, huge.dim, v), VRAM_EINVAL);
     assert_contains(vram_last_error(), "shape (4294967296, 4294967296) of uint8 overflows");
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, &s, NULL), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, s.rank, s.dim, NULL), VRAM_EINVAL);
     assert_contains(vram_last_error(), "no data for 16 bytes");
-    assert_int_equal(vram__npy_write(NULL, VRAM__DT_FLOAT, &s, v), VRAM_EINVAL);
-    assert_int_equal(vram__npy_write(p, VRAM__DT_FLOAT, NULL, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(NULL, VRAM_DTYPE_FLOAT, s.rank, s.dim, v), VRAM_EINVAL);
+    assert_int_equal(vram_npy_write(p, VRAM_DTYPE_FLOAT, 2, NULL, v), VRAM_EINVAL);
     /* None of these created the file. */
     assert_int_equal(access(p, F_OK), -1);
 }
@@ -843,7 +844,7 @@ static void expect_name(const char *in, const char *want)
 {
     char out[64];
     memset(out, 'z', sizeof out);
-    assert_int_equal(vram__npy_sanitize_name(in, out, sizeof out), 0);
+    assert_int_equal(vram_npy_file_name(in, out, sizeof out), 0);
     assert_string_equal(out, want);
 }
 
@@ -867,18 +868,18 @@ static void test_sanitize_name(void **state)
 
     /* The buffer must hold the name and its NUL. */
     char out[6];
-    assert_int_equal(vram__npy_sanitize_name("abcde", out, 6), 0);
+    assert_int_equal(vram_npy_file_name("abcde", out, 6), 0);
     assert_string_equal(out, "abcde");
     memset(out, 'z', sizeof out);
-    assert_int_equal(vram__npy_sanitize_name("abcdef", out, 6), VRAM_EINVAL);
+    assert_int_equal(vram_npy_file_name("abcdef", out, 6), VRAM_EINVAL);
     assert_contains(vram_last_error(), "needs 7 bytes, the buffer holds 6");
     assert_string_equal(out, "");
-    assert_int_equal(vram__npy_sanitize_name("", out, 1), VRAM_EINVAL);
-    assert_int_equal(vram__npy_sanitize_name("", out, 2), 0);
+    assert_int_equal(vram_npy_file_name("", out, 1), VRAM_EINVAL);
+    assert_int_equal(vram_npy_file_name("", out, 2), 0);
     assert_string_equal(out, "_");
-    assert_int_equal(vram__npy_sanitize_name("a", out, 0), VRAM_EINVAL);
-    assert_int_equal(vram__npy_sanitize_name(NULL, out, sizeof out), VRAM_EINVAL);
-    assert_int_equal(vram__npy_sanitize_name("a", NULL, 4), VRAM_EINVAL);
+    assert_int_equal(vram_npy_file_name("a", out, 0), VRAM_EINVAL);
+    assert_int_equal(vram_npy_file_name(NULL, out, sizeof out), VRAM_EINVAL);
+    assert_int_equal(vram_npy_file_name("a", NULL, 4), VRAM_EINVAL);
 }
 
 int main(void)

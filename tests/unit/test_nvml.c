@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctxcost/ctxcost.h"
+#include "replay/replay.h"
 #include "vramkit.h"
 
 /* Does this machine have NVML? Decided once, from vram_gpu_count. */

@@ -301,7 +301,7 @@ static void check_graph(const vram__graph *g)
         if (v->flags & VRAM__VALUE_INITIALIZER) {
             assert_non_null(v->data);
             assert_int_equal(v->nbytes,
-                             (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(v->dtype));
+                             (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype));
         }
     }
     for (int i = 0; i < g->n_nodes; i++) {
@@ -369,23 +369,23 @@ static Onnx__NodeProto *find_node(mb *b, const char *name)
 static void test_dtypes_and_shapes(void **state)
 {
     (void)state;
-    assert_int_equal(vram__dtype_size(VRAM__DT_FLOAT), 4);
-    assert_int_equal(vram__dtype_size(VRAM__DT_UINT8), 1);
-    assert_int_equal(vram__dtype_size(VRAM__DT_INT8), 1);
-    assert_int_equal(vram__dtype_size(VRAM__DT_INT32), 4);
-    assert_int_equal(vram__dtype_size(VRAM__DT_INT64), 8);
-    assert_int_equal(vram__dtype_size(VRAM__DT_BOOL), 1);
-    assert_int_equal(vram__dtype_size(VRAM__DT_FLOAT16), 2);
-    assert_int_equal(vram__dtype_size(VRAM__DT_DOUBLE), 8);
-    assert_int_equal(vram__dtype_size(8), 0); /* string */
-    assert_int_equal(vram__dtype_size(0), 0);
-    assert_int_equal(vram__dtype_size(-3), 0);
-    assert_string_equal(vram__dtype_name(VRAM__DT_FLOAT), "float");
-    assert_string_equal(vram__dtype_name(VRAM__DT_INT64), "int64");
-    assert_string_equal(vram__dtype_name(VRAM__DT_FLOAT16), "float16");
-    assert_string_equal(vram__dtype_name(8), "string");
-    assert_string_equal(vram__dtype_name(77), "type 77");
-    assert_string_equal(vram__dtype_name(-1), "type -1");
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_FLOAT), 4);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_UINT8), 1);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_INT8), 1);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_INT32), 4);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_INT64), 8);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_BOOL), 1);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_FLOAT16), 2);
+    assert_int_equal(vram_dtype_size(VRAM_DTYPE_DOUBLE), 8);
+    assert_int_equal(vram_dtype_size(8), 0); /* string */
+    assert_int_equal(vram_dtype_size(0), 0);
+    assert_int_equal(vram_dtype_size(-3), 0);
+    assert_string_equal(vram_dtype_name(VRAM_DTYPE_FLOAT), "float");
+    assert_string_equal(vram_dtype_name(VRAM_DTYPE_INT64), "int64");
+    assert_string_equal(vram_dtype_name(VRAM_DTYPE_FLOAT16), "float16");
+    assert_string_equal(vram_dtype_name(8), "string");
+    assert_string_equal(vram_dtype_name(77), "type 77");
+    assert_string_equal(vram_dtype_name(-1), "type -1");
 
     vram__shape s = {.rank = 0};
     assert_int_equal(vram__shape_elems(&s), 1);
@@ -425,7 +425,7 @@ static void test_graph_values_and_attrs(void **state)
         assert_int_equal(vram__graph_find(&g, name), i);
         assert_int_equal(g.values[i].producer, -1);
         assert_int_equal(g.values[i].shape.rank, -1);
-        assert_int_equal(g.values[i].dtype, VRAM__DT_UNDEFINED);
+        assert_int_equal(g.values[i].dtype, VRAM_DTYPE_UNDEFINED);
         assert_null(g.values[i].data);
         assert_int_equal(g.values[i].flags, 0);
     }
@@ -501,7 +501,7 @@ static void test_load_valid(void **state)
     /* initializers, from raw_data and from each typed field */
     const vram__value *v = value(&g, "W");
     assert_int_equal(v->flags, VRAM__VALUE_INITIALIZER | VRAM__VALUE_OUTPUT);
-    assert_int_equal(v->dtype, VRAM__DT_FLOAT);
+    assert_int_equal(v->dtype, VRAM_DTYPE_FLOAT);
     assert_int_equal(v->shape.rank, 2);
     assert_int_equal(v->shape.dim[0], 2);
     assert_int_equal(v->shape.dim[1], 3);
@@ -513,25 +513,25 @@ static void test_load_valid(void **state)
     assert_int_equal(v->nbytes, 8);
     assert_true(((const float *)v->data)[0] == 0.5f && ((const float *)v->data)[1] == -1.5f);
     v = value(&g, "shape");
-    assert_int_equal(v->dtype, VRAM__DT_INT64);
+    assert_int_equal(v->dtype, VRAM_DTYPE_INT64);
     assert_int_equal(v->nbytes, 16);
     assert_int_equal(((const int64_t *)v->data)[0], 1);
     assert_int_equal(((const int64_t *)v->data)[1], -1);
     v = value(&g, "i8");
-    assert_int_equal(v->dtype, VRAM__DT_INT8);
+    assert_int_equal(v->dtype, VRAM_DTYPE_INT8);
     assert_int_equal(v->nbytes, 3);
     assert_memory_equal(v->data, ((const int8_t[]){-1, 2, 127}), 3);
     v = value(&g, "h");
-    assert_int_equal(v->dtype, VRAM__DT_FLOAT16);
+    assert_int_equal(v->dtype, VRAM_DTYPE_FLOAT16);
     assert_int_equal(v->nbytes, 4);
     assert_memory_equal(v->data, ((const uint16_t[]){0x3c00, 0xc000}), 4);
     v = value(&g, "flag");
-    assert_int_equal(v->dtype, VRAM__DT_BOOL);
+    assert_int_equal(v->dtype, VRAM_DTYPE_BOOL);
     assert_int_equal(v->shape.rank, 0);
     assert_int_equal(v->nbytes, 1);
     assert_int_equal(((const uint8_t *)v->data)[0], 1);
     v = value(&g, "d");
-    assert_int_equal(v->dtype, VRAM__DT_DOUBLE);
+    assert_int_equal(v->dtype, VRAM_DTYPE_DOUBLE);
     assert_true(((const double *)v->data)[0] == 2.5);
     v = value(&g, "empty");
     assert_int_equal(v->shape.rank, 2);
@@ -545,7 +545,7 @@ static void test_load_valid(void **state)
     assert_int_equal(g.inputs[1], vram__graph_find(&g, "y"));
     v = value(&g, "x");
     assert_int_equal(v->flags, VRAM__VALUE_INPUT);
-    assert_int_equal(v->dtype, VRAM__DT_FLOAT);
+    assert_int_equal(v->dtype, VRAM_DTYPE_FLOAT);
     assert_int_equal(v->shape.rank, 2);
     assert_int_equal(v->shape.dim[0], -1);
     assert_int_equal(v->shape.dim[1], 3);
@@ -553,7 +553,7 @@ static void test_load_valid(void **state)
     assert_null(v->dim_param[1]);
     assert_null(v->data);
     v = value(&g, "y");
-    assert_int_equal(v->dtype, VRAM__DT_INT64);
+    assert_int_equal(v->dtype, VRAM_DTYPE_INT64);
     assert_int_equal(v->shape.dim[0], -1);
     assert_null(v->dim_param[0]);
     assert_int_equal(v->shape.dim[1], 4);
@@ -574,7 +574,7 @@ static void test_load_valid(void **state)
     v = value(&g, "g");
     assert_int_equal(v->producer, 0);
     assert_int_equal(v->flags, 0);
-    assert_int_equal(v->dtype, VRAM__DT_FLOAT); /* from value_info */
+    assert_int_equal(v->dtype, VRAM_DTYPE_FLOAT); /* from value_info */
     assert_int_equal(v->shape.rank, 2);
     assert_int_equal(v->shape.dim[0], -1);
     assert_int_equal(v->shape.dim[1], 2);
@@ -586,7 +586,7 @@ static void test_load_valid(void **state)
     assert_string_equal(n->op, "Reshape");
     assert_int_equal(n->n_attrs, 0);
     assert_int_equal(value(&g, "r")->producer, 1);
-    assert_int_equal(value(&g, "r")->dtype, VRAM__DT_UNDEFINED);
+    assert_int_equal(value(&g, "r")->dtype, VRAM_DTYPE_UNDEFINED);
     assert_int_equal(value(&g, "r")->shape.rank, -1);
 
     n = &g.nodes[2]; /* Constant: its tensor became a constant value */
@@ -641,7 +641,7 @@ static void test_load_valid(void **state)
     v = value(&g, "out");
     assert_int_equal(v->flags, VRAM__VALUE_OUTPUT);
     assert_int_equal(v->producer, 4);
-    assert_int_equal(v->dtype, VRAM__DT_FLOAT);
+    assert_int_equal(v->dtype, VRAM_DTYPE_FLOAT);
     assert_int_equal(v->shape.rank, 2);
     assert_int_equal(v->shape.dim[1], 2);
     assert_string_equal(v->dim_param[0], "batch");
@@ -882,7 +882,7 @@ static void test_bad_references(void **state)
     b->g.value_info[0] = vinfo("g", 8, 9, D(1, 1, 1, 1, 1, 1, 1, 1, 1), NULL);
     vram__graph g;
     load_ok(b, &g);
-    assert_int_equal(value(&g, "g")->dtype, VRAM__DT_UNDEFINED);
+    assert_int_equal(value(&g, "g")->dtype, VRAM_DTYPE_UNDEFINED);
     assert_int_equal(value(&g, "g")->shape.rank, -1);
     vram__graph_free(&g);
 

@@ -76,7 +76,7 @@ static int cst(const char *name, int dtype, int rank, const int64_t *dims, const
     v->dtype = dtype;
     v->shape = mkshape(rank, dims);
     v->flags |= VRAM__VALUE_INITIALIZER;
-    v->nbytes = (size_t)vram__shape_elems(&v->shape) * vram__dtype_size(dtype);
+    v->nbytes = (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(dtype);
     v->data = calloc(v->nbytes ? v->nbytes : 1, 1);
     if (data && v->nbytes)
         memcpy(v->data, data, v->nbytes);
@@ -91,19 +91,19 @@ static int cst(const char *name, int dtype, int rank, const int64_t *dims, const
 static int ints(const char *name, int n, const int64_t *v)
 {
     int64_t d = n;
-    return cst(name, VRAM__DT_INT64, 1, &d, v);
+    return cst(name, VRAM_DTYPE_INT64, 1, &d, v);
 }
 #define INTS(name, ...) ints(name, DIMS(__VA_ARGS__))
 
 static int floats(const char *name, int n, const float *v)
 {
     int64_t d = n;
-    return cst(name, VRAM__DT_FLOAT, 1, &d, v);
+    return cst(name, VRAM_DTYPE_FLOAT, 1, &d, v);
 }
 
 static int weights(const char *name, int rank, const int64_t *dims)
 {
-    return cst(name, VRAM__DT_FLOAT, rank, dims, NULL);
+    return cst(name, VRAM_DTYPE_FLOAT, rank, dims, NULL);
 }
 
 static void output(const char *name)
@@ -214,7 +214,7 @@ static const int64_t *i64_of(const char *name)
 {
     const vram__value *v = val(name);
     assert_non_null(v->data);
-    assert_int_equal(v->dtype, VRAM__DT_INT64);
+    assert_int_equal(v->dtype, VRAM_DTYPE_INT64);
     return v->data;
 }
 
@@ -240,7 +240,7 @@ static void infer_fails(int64_t batch, int code, const char *needle)
 static int unary_graph(int64_t opset, const char *op, int rank, const int64_t *dims)
 {
     reset(opset);
-    input("x", VRAM__DT_FLOAT, NULL, rank, dims);
+    input("x", VRAM_DTYPE_FLOAT, NULL, rank, dims);
     return node(op, "n", "x", "y");
 }
 
@@ -252,7 +252,7 @@ static const char *conv_out(int64_t in, int64_t k, int64_t s, int64_t d, const c
                             int64_t pb, int64_t pe)
 {
     reset(17);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, in, in));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, in, in));
     weights("w", DIMS(4, 2, k, k));
     int n = node("Conv", "c", "x,w", "y");
     ATTR_INTS(n, "strides", s, s);
@@ -286,14 +286,14 @@ static void test_conv(void **state)
 
     /* 1-D with bias, 3-D */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 4, 10));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 4, 10));
     weights("w", DIMS(8, 4, 3));
     weights("b", DIMS(8));
     node("Conv", "c", "x,w,b", "y");
     infer_ok(2);
     assert_string_equal(dims_of("y"), "[2,8,8]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 5, 6, 7));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 5, 6, 7));
     weights("w", DIMS(3, 2, 1, 3, 5));
     node("Conv", "c", "x,w", "y");
     infer_ok(1);
@@ -301,7 +301,7 @@ static void test_conv(void **state)
 
     /* depthwise groups; then a weight that does not fit the groups */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 8, 10, 10));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 8, 10, 10));
     weights("w", DIMS(8, 1, 3, 3));
     int n = node("Conv", "dw", "x,w", "y");
     attr_i(n, "group", 8);
@@ -311,13 +311,13 @@ static void test_conv(void **state)
     infer_fails(1, VRAM_EINVAL, "node 'dw' (Conv, node 0): input 'x' [1,8,10,10] has 8 channels");
     /* a bias of the wrong size, a kernel_shape that contradicts the weight */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 8, 8));
     weights("w", DIMS(4, 2, 3, 3));
     weights("b", DIMS(5));
     node("Conv", "c", "x,w,b", "y");
     infer_fails(1, VRAM_EINVAL, "bias 'b' has shape [5]; it must be [4]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 8, 8));
     weights("w", DIMS(4, 2, 3, 3));
     n = node("Conv", "c", "x,w", "y");
     ATTR_INTS(n, "kernel_shape", 3, 5);
@@ -325,18 +325,18 @@ static void test_conv(void **state)
     /* a kernel larger than the padded input, a bad auto_pad, strides 0 */
     assert_string_equal(conv_out(3, 3, 1, 1, NULL, 0, 0), "[1,4,1,1]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 2, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 2, 2));
     weights("w", DIMS(4, 2, 3, 3));
     node("Conv", "c", "x,w", "y");
     infer_fails(1, VRAM_EINVAL, "larger than the padded input");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 8, 8));
     weights("w", DIMS(4, 2, 3, 3));
     n = node("Conv", "c", "x,w", "y");
     attr_s(n, "auto_pad", "SAME");
     infer_fails(1, VRAM_EINVAL, "auto_pad 'SAME' is not");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 8, 8));
     weights("w", DIMS(4, 2, 3, 3));
     n = node("Conv", "c", "x,w", "y");
     ATTR_INTS(n, "strides", 1, 0);
@@ -347,7 +347,7 @@ static const char *deconv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64
                               const char *auto_pad)
 {
     reset(17);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 16, in, in));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 16, in, in));
     weights("w", DIMS(16, 4, k, k));
     int n = node("ConvTranspose", "ct", "x,w", "y");
     attr_i(n, "group", 2);
@@ -376,7 +376,7 @@ static void test_conv_transpose(void **state)
 
     /* output_shape, spatial only or with N and C */
     reset(17);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 16, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 16, 8, 8));
     weights("w", DIMS(16, 8, 3, 3));
     int n = node("ConvTranspose", "ct", "x,w", "y");
     ATTR_INTS(n, "strides", 2, 2);
@@ -386,14 +386,14 @@ static void test_conv_transpose(void **state)
     g.nodes[0].attrs[1].ints[0] = 0; /* -> output size 0 */
     infer_fails(1, VRAM_EINVAL, "spatial axis 0: output size 0");
     reset(17);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 16, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 16, 8, 8));
     weights("w", DIMS(16, 8, 3, 3));
     n = node("ConvTranspose", "ct", "x,w", "y");
     ATTR_INTS(n, "output_shape", 1, 9, 17, 16);
     infer_fails(1, VRAM_EINVAL, "output_shape starts with 1 x 9 but the output is 1 x 8");
     /* channels that do not match the weight */
     reset(17);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 12, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 12, 8, 8));
     weights("w", DIMS(16, 8, 3, 3));
     node("ConvTranspose", "ct", "x,w", "y");
     infer_fails(1, VRAM_EINVAL, "has 12 channels but weight 'w' [16,8,3,3] expects 16");
@@ -403,7 +403,7 @@ static const char *pool_out(const char *op, int64_t in, int64_t k, int64_t s, in
                             int64_t pe, int ceil_mode, const char *auto_pad)
 {
     reset(19);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, in, in + 1));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, in, in + 1));
     int n = node(op, "p", "x", "y");
     ATTR_INTS(n, "kernel_shape", k, k);
     ATTR_INTS(n, "strides", s, s);
@@ -441,11 +441,11 @@ static void test_pools(void **state)
 
     /* kernel_shape is required; a used Indices output is refused */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 8, 8));
     node("MaxPool", "p", "x", "y");
     infer_fails(1, VRAM_EPARSE, "attribute 'kernel_shape' is required");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 8, 8));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 8, 8));
     int n = node("MaxPool", "p", "x", "y,idx");
     ATTR_INTS(n, "kernel_shape", 2, 2);
     infer_ok(1); /* unused Indices: fine */
@@ -454,7 +454,7 @@ static void test_pools(void **state)
     infer_fails(1, VRAM_ENOSYS, "the Indices output 'idx' is not supported");
 
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(4, 8, 7, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(4, 8, 7, 5));
     node("GlobalAveragePool", "gap", "x", "y");
     infer_ok(4);
     assert_string_equal(dims_of("y"), "[4,8,1,1]");
@@ -464,7 +464,7 @@ static void test_batchnorm_and_activations(void **state)
 {
     (void)state;
     reset(15);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 4, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 4, 5, 5));
     weights("s", DIMS(4));
     weights("b", DIMS(4));
     weights("m", DIMS(4));
@@ -475,7 +475,7 @@ static void test_batchnorm_and_activations(void **state)
     output("rm"); /* training statistics used: refused */
     infer_fails(2, VRAM_ENOSYS, "output 1 'rm' (training statistics) is not supported");
     reset(15);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 4, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 4, 5, 5));
     weights("s", DIMS(4));
     weights("b", DIMS(4));
     weights("m", DIMS(3));
@@ -483,7 +483,7 @@ static void test_batchnorm_and_activations(void **state)
     node("BatchNormalization", "bn", "x,s,b,m,v", "y");
     infer_fails(2, VRAM_EINVAL, "mean 'm' has shape [3]; input 'x' [2,4,5,5] needs [4]");
     reset(15);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 4));
     weights("s", DIMS(4));
     int n = node("BatchNormalization", "bn", "x,s,s,s,s", "y");
     attr_i(n, "training_mode", 1);
@@ -495,13 +495,13 @@ static void test_batchnorm_and_activations(void **state)
         unary_graph(13, ops[i], DIMS(3, 1, 7));
         infer_ok(3);
         assert_string_equal(dims_of("y"), "[3,1,7]");
-        assert_int_equal(val("y")->dtype, VRAM__DT_FLOAT);
+        assert_int_equal(val("y")->dtype, VRAM_DTYPE_FLOAT);
         assert_int_equal(folded[0], 0);
     }
     /* Clip: min and max inputs optional (empty names are -1) and scalars */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3));
-    cst("hi", VRAM__DT_FLOAT, 0, NULL, (float[]){6});
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3));
+    cst("hi", VRAM_DTYPE_FLOAT, 0, NULL, (float[]){6});
     node("Clip", "clip", "x,,hi", "y");
     infer_ok(1);
     assert_string_equal(dims_of("y"), "[2,3]");
@@ -511,7 +511,7 @@ static void test_batchnorm_and_activations(void **state)
     infer_fails(1, VRAM_EINVAL, "min 'lo' has shape [2]; it must be a scalar");
     /* PRelu: slope broadcast to the input */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 6, 4, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 6, 4, 5));
     weights("slope", DIMS(6, 1, 1));
     node("PRelu", "pr", "x,slope", "y");
     infer_ok(1);
@@ -535,26 +535,26 @@ static void test_binary_broadcast(void **state)
     static const char *const ops[] = {"Add", "Sub", "Mul", "Div"};
     for (size_t i = 0; i < VRAM__ARRAY_LEN(cases); i++) {
         reset(13);
-        input("a", VRAM__DT_FLOAT, NULL, cases[i].ra, cases[i].a);
-        input("b", VRAM__DT_FLOAT, NULL, cases[i].rb, cases[i].b);
+        input("a", VRAM_DTYPE_FLOAT, NULL, cases[i].ra, cases[i].a);
+        input("b", VRAM_DTYPE_FLOAT, NULL, cases[i].rb, cases[i].b);
         node(ops[i % 4], "op", "a,b", "y");
         infer_ok(1);
         assert_string_equal(dims_of("y"), cases[i].out);
     }
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3));
-    input("b", VRAM__DT_FLOAT, NULL, DIMS(4));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3));
+    input("b", VRAM_DTYPE_FLOAT, NULL, DIMS(4));
     node("Add", "add_7", "a,b", "y");
     infer_fails(1, VRAM_EINVAL, "node 'add_7' (Add, node 0): shapes [2,3] and [4] do not broadcast");
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3));
-    input("b", VRAM__DT_INT64, NULL, DIMS(3));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3));
+    input("b", VRAM_DTYPE_INT64, NULL, DIMS(3));
     node("Mul", "m", "a,b", "y");
     infer_fails(1, VRAM_EINVAL, "inputs 'a' (float) and 'b' (int64) must have one element type");
 
     /* folding int64 with broadcasting; wrap instead of overflow; div by 0 */
     reset(13);
-    cst("a", VRAM__DT_INT64, DIMS(2, 2), (int64_t[]){1, 2, 3, INT64_MAX});
+    cst("a", VRAM_DTYPE_INT64, DIMS(2, 2), (int64_t[]){1, 2, 3, INT64_MAX});
     INTS("b", 10, 1);
     node("Add", "add", "a,b", "s");
     node("Div", "div", "s,b", "q");
@@ -570,11 +570,11 @@ static void test_binary_broadcast(void **state)
     assert_memory_equal(folded, ((unsigned char[]){1, 1, 1, 1}), 4);
     /* int32 and -7 / 2 truncating toward zero */
     reset(13);
-    cst("a", VRAM__DT_INT32, DIMS(2), (int32_t[]){-7, 7});
-    cst("b", VRAM__DT_INT32, DIMS(1), (int32_t[]){2});
+    cst("a", VRAM_DTYPE_INT32, DIMS(2), (int32_t[]){-7, 7});
+    cst("b", VRAM_DTYPE_INT32, DIMS(1), (int32_t[]){2});
     node("Div", "div", "a,b", "q");
     infer_ok(1);
-    assert_int_equal(val("q")->dtype, VRAM__DT_INT32);
+    assert_int_equal(val("q")->dtype, VRAM_DTYPE_INT32);
     assert_int_equal(((int32_t *)val("q")->data)[0], -3);
     assert_int_equal(((int32_t *)val("q")->data)[1], 3);
     reset(13);
@@ -604,7 +604,7 @@ static void test_gemm_matmul_softmax(void **state)
 {
     (void)state;
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(4, 3));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(4, 3));
     weights("b", DIMS(5, 3));
     weights("c", DIMS(5));
     int n = node("Gemm", "fc", "a,b,c", "y");
@@ -614,7 +614,7 @@ static void test_gemm_matmul_softmax(void **state)
     attr_i(n, "transA", 1); /* A^T is 3 x 4: K 4 vs 3 */
     infer_fails(1, VRAM_EINVAL, "disagree on K: 4 vs 3");
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(4, 3));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(4, 3));
     weights("b", DIMS(3, 5));
     weights("c", DIMS(4, 1));
     node("Gemm", "fc", "a,b,c", "y");
@@ -635,19 +635,19 @@ static void test_gemm_matmul_softmax(void **state)
     };
     for (size_t i = 0; i < VRAM__ARRAY_LEN(mm); i++) {
         reset(13);
-        input("a", VRAM__DT_FLOAT, NULL, mm[i].ra, mm[i].a);
-        input("b", VRAM__DT_FLOAT, NULL, mm[i].rb, mm[i].b);
+        input("a", VRAM_DTYPE_FLOAT, NULL, mm[i].ra, mm[i].a);
+        input("b", VRAM_DTYPE_FLOAT, NULL, mm[i].rb, mm[i].b);
         node("MatMul", "mm", "a,b", "y");
         infer_ok(1);
         assert_string_equal(dims_of("y"), mm[i].out);
     }
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     weights("b", DIMS(5, 6));
     node("MatMul", "matmul_3", "a,b", "y");
     infer_fails(1, VRAM_EINVAL, "node 'matmul_3' (MatMul, node 0): 'a' [2,3,4] and 'b' [5,6] disagree on K: 4 vs 5");
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     weights("b", DIMS(3, 4, 6));
     node("MatMul", "mm", "a,b", "y");
     infer_fails(1, VRAM_EINVAL, "shapes [2] and [3] do not broadcast");
@@ -693,7 +693,7 @@ static void test_flatten_reshape_transpose(void **state)
     };
     for (size_t i = 0; i < VRAM__ARRAY_LEN(rs); i++) {
         reset(13);
-        input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+        input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
         ints("shape", rs[i].n, rs[i].s);
         node("Reshape", "r", "x,shape", "y");
         infer_ok(2);
@@ -701,7 +701,7 @@ static void test_flatten_reshape_transpose(void **state)
     }
     /* allowzero (opset 14+): a 0 is a real 0 */
     reset(14);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     INTS("shape", 2, 0, 4);
     n = node("Reshape", "r", "x,shape", "y");
     infer_ok(1);
@@ -709,25 +709,25 @@ static void test_flatten_reshape_transpose(void **state)
     attr_i(n, "allowzero", 1);
     infer_fails(1, VRAM_EINVAL, "cannot reshape input 'x' [2,3,4] (24 elements) to [2,0,4] (0)");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     INTS("shape", 5, 5);
     node("Reshape", "reshape_9", "x,shape", "y");
     infer_fails(1, VRAM_EINVAL,
                 "node 'reshape_9' (Reshape, node 0): cannot reshape input 'x' [2,3,4] (24 elements) to [5,5] (25)");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     INTS("shape", -1, 5);
     node("Reshape", "r", "x,shape", "y");
     infer_fails(1, VRAM_EINVAL, "the other dimensions make 5");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
     INTS("shape", -1, -1);
     node("Reshape", "r", "x,shape", "y");
     infer_fails(1, VRAM_EINVAL, "-1 at entries 0 and 1");
     /* a shape computed at run time */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
-    input("s", VRAM__DT_INT64, NULL, DIMS(2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
+    input("s", VRAM_DTYPE_INT64, NULL, DIMS(2));
     node("Reshape", "r", "x,s", "y");
     infer_fails(1, VRAM_ENOSYS, "the shape input 's' is computed at run time");
 
@@ -745,8 +745,8 @@ static void test_concat_split(void **state)
 {
     (void)state;
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 4));
-    input("b", VRAM__DT_FLOAT, NULL, DIMS(2, 3, 1));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 4));
+    input("b", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3, 1));
     int n = node("Concat", "cat", "a,b,a", "y");
     attr_i(n, "axis", -1);
     infer_ok(1);
@@ -757,15 +757,15 @@ static void test_concat_split(void **state)
     g.nodes[0].attrs[0].i = 3;
     infer_fails(1, VRAM_EINVAL, "axis 3 is outside [-3, 2]");
     reset(13);
-    input("a", VRAM__DT_FLOAT, NULL, DIMS(2, 3));
-    input("b", VRAM__DT_FLOAT, NULL, DIMS(2));
+    input("a", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 3));
+    input("b", VRAM_DTYPE_FLOAT, NULL, DIMS(2));
     n = node("Concat", "cat", "a,b", "y");
     attr_i(n, "axis", 0);
     infer_fails(1, VRAM_EINVAL, "input 'b' [2] does not match input 'a' [2,3]");
     /* folded concatenation of constants along an inner axis */
     reset(13);
-    cst("a", VRAM__DT_INT64, DIMS(2, 1), (int64_t[]){1, 2});
-    cst("b", VRAM__DT_INT64, DIMS(2, 2), (int64_t[]){3, 4, 5, 6});
+    cst("a", VRAM_DTYPE_INT64, DIMS(2, 1), (int64_t[]){1, 2});
+    cst("b", VRAM_DTYPE_INT64, DIMS(2, 2), (int64_t[]){3, 4, 5, 6});
     n = node("Concat", "cat", "a,b", "y");
     attr_i(n, "axis", 1);
     infer_ok(1);
@@ -774,7 +774,7 @@ static void test_concat_split(void **state)
 
     /* Split: opset 11 attribute */
     reset(11);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 6));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 6));
     n = node("Split", "sp", "x", "p,q");
     attr_i(n, "axis", 1);
     ATTR_INTS(n, "split", 2, 4);
@@ -785,17 +785,17 @@ static void test_concat_split(void **state)
     infer_fails(1, VRAM_EINVAL, "split sizes add up to 5 but axis 1 of input 'x' [2,6] is 6");
     /* opset 11 and 13 without sizes: equal parts */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(6, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(6, 2));
     node("Split", "sp", "x", "p,q,r");
     infer_ok(1);
     assert_string_equal(dims_of("r"), "[2,2]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(7, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(7, 2));
     node("Split", "sp", "x", "p,q,r");
     infer_fails(1, VRAM_EINVAL, "does not split equally into 3 outputs");
     /* opset 13: the split input */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(7, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(7, 2));
     INTS("sizes", 1, 6);
     n = node("Split", "sp", "x,sizes", "p,q");
     attr_i(n, "axis", -2);
@@ -804,7 +804,7 @@ static void test_concat_split(void **state)
     assert_string_equal(dims_of("q"), "[6,2]");
     /* opset 18: num_outputs, the last part smaller */
     reset(18);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(7, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(7, 2));
     n = node("Split", "sp", "x", "p,q,r");
     attr_i(n, "num_outputs", 3);
     infer_ok(1);
@@ -819,7 +819,7 @@ static const char *slice_out(int n, const int64_t *starts, const int64_t *ends, 
                              const int64_t *steps)
 {
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(10, 6, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(10, 6, 4));
     ints("st", n, starts);
     ints("en", n, ends);
     if (axes)
@@ -852,21 +852,21 @@ static void test_slice(void **state)
     assert_string_equal(slice_out(1, L(0), L(10), NULL, L(INT64_MAX)), "[1,6,4]");
 
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(4));
     INTS("st", 0);
     INTS("en", 2);
     INTS("sp", 0);
     node("Slice", "sl", "x,st,en,,sp", "y");
     infer_fails(1, VRAM_EINVAL, "step 0 is 0");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(4, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(4, 4));
     INTS("st", 0, 0);
     INTS("en", 2, 2);
     INTS("ax", 1, -1);
     node("Slice", "sl", "x,st,en,ax", "y");
     infer_fails(1, VRAM_EINVAL, "axis -1 appears twice");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(4, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(4, 4));
     INTS("st", 0, 0);
     INTS("en", 2);
     node("Slice", "sl", "x,st,en", "y");
@@ -874,7 +874,7 @@ static void test_slice(void **state)
 
     /* folded: rows 3..1 of a 4x3 constant, every other column */
     reset(13);
-    cst("x", VRAM__DT_INT64, DIMS(4, 3), (int64_t[]){0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32});
+    cst("x", VRAM_DTYPE_INT64, DIMS(4, 3), (int64_t[]){0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32});
     INTS("st", 3, 0);
     INTS("en", 0, 3);
     INTS("sp", -1, 2);
@@ -899,7 +899,7 @@ static void test_squeeze_unsqueeze(void **state)
     assert_string_equal(dims_of("y"), "[3,2]");
     /* opset 13: axes input */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 1, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 1, 2));
     INTS("axes", 2);
     node("Squeeze", "sq", "x,axes", "y");
     infer_ok(1);
@@ -915,7 +915,7 @@ static void test_squeeze_unsqueeze(void **state)
     g.nodes[0].attrs[0].ints[1] = -4; /* -4 of the output rank 4 is axis 0 again */
     infer_fails(1, VRAM_EINVAL, "axis -4 appears twice");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(3, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(3, 4));
     INTS("axes", -1, 1);
     node("Unsqueeze", "un", "x,axes", "y");
     infer_ok(1);
@@ -932,21 +932,21 @@ static void test_pad_resize(void **state)
 {
     (void)state;
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 4, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 4, 4));
     INTS("pads", 0, 0, 1, 2, 0, 0, 3, -1);
-    cst("cv", VRAM__DT_FLOAT, 0, NULL, (float[]){1});
+    cst("cv", VRAM_DTYPE_FLOAT, 0, NULL, (float[]){1});
     node("Pad", "pad", "x,pads,cv", "y");
     infer_ok(1);
     assert_string_equal(dims_of("y"), "[1,3,8,5]");
     reset(18); /* axes input */
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 4, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 4, 4));
     INTS("pads", 1, 1, 1, 1);
     INTS("axes", -1, 2);
     node("Pad", "pad", "x,pads,,axes", "y");
     infer_ok(1);
     assert_string_equal(dims_of("y"), "[1,3,6,6]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 4, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 4, 4));
     INTS("pads", 0, 0, 4, 0, 0, 0, 0, 0);
     int n = node("Pad", "pad", "x,pads", "y");
     attr_s(n, "mode", "reflect");
@@ -954,21 +954,21 @@ static void test_pad_resize(void **state)
     g.nodes[0].attrs[0].s[0] = 'e'; /* "eeflect" */
     infer_fails(1, VRAM_EINVAL, "mode 'eeflect' is not constant, reflect, edge");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(2, 2));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(2, 2));
     INTS("pads", 0, -3, 0, 0);
     node("Pad", "pad", "x,pads", "y");
     infer_fails(1, VRAM_EINVAL, "make axis 1 of input 'x' [2,2] negative");
 
     /* Resize with scales: floor(in * scale) */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 5, 5));
     floats("scales", 4, (float[]){1, 1, 2, 1.5f});
     node("Resize", "rs", "x,,scales", "y");
     infer_ok(1);
     assert_string_equal(dims_of("y"), "[1,3,10,7]");
     /* opset 11: empty roi and scales tensors, sizes given */
     reset(11);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 5, 5));
     floats("roi", 0, NULL);
     floats("scales", 0, NULL);
     INTS("sizes", 1, 3, 9, 12);
@@ -996,7 +996,7 @@ static void test_pad_resize(void **state)
     };
     for (size_t i = 0; i < VRAM__ARRAY_LEN(kp); i++) {
         reset(18);
-        input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 5, 10));
+        input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 5, 10));
         ints("sizes", 2, kp[i].sizes);
         n = node("Resize", "rs", "x,,,sizes", "y");
         ATTR_INTS(n, "axes", 2, -1);
@@ -1005,14 +1005,14 @@ static void test_pad_resize(void **state)
         assert_string_equal(dims_of("y"), kp[i].out);
     }
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 3, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 3, 5, 5));
     floats("scales", 2, (float[]){2, 2});
     node("Resize", "rs", "x,,scales", "y");
     infer_fails(1, VRAM_EINVAL, "scales has 2 entries for 4 axes");
     /* A hostile scale: refused with the numbers, not converted past int64
      * (found by fuzz_engine). */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 2, 5, 5));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 2, 5, 5));
     floats("scales", 4, (float[]){1, 4.5e30f, 1, 1});
     node("Resize", "rs", "x,,scales", "y");
     infer_fails(1, VRAM_EINVAL, "makes axis 1 of 2 elements");
@@ -1043,8 +1043,8 @@ static void test_shape_gather_cast_constants(void **state)
 
     /* Gather: data[:axis] + indices + data[axis+1:] */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(5, 4, 3));
-    cst("i", VRAM__DT_INT64, DIMS(2, 2), (int64_t[]){0, -1, 3, 2});
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(5, 4, 3));
+    cst("i", VRAM_DTYPE_INT64, DIMS(2, 2), (int64_t[]){0, -1, 3, 2});
     int n = node("Gather", "ga", "x,i", "y");
     attr_i(n, "axis", 1);
     infer_ok(1);
@@ -1053,22 +1053,22 @@ static void test_shape_gather_cast_constants(void **state)
     ((int64_t *)g.values[vram__graph_find(&g, "i")].data)[1] = -5;
     infer_fails(1, VRAM_EINVAL, "index -5 is outside [-4, 3] for axis 1 of 'x' [5,4,3]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(5, 4, 3));
-    cst("i", VRAM__DT_INT32, 0, NULL, (int32_t[]){-1});
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(5, 4, 3));
+    cst("i", VRAM_DTYPE_INT32, 0, NULL, (int32_t[]){-1});
     node("Gather", "ga", "x,i", "y");
     infer_ok(1);
     assert_string_equal(dims_of("y"), "[4,3]");
     /* folded, with a negative index */
     reset(13);
-    cst("x", VRAM__DT_INT64, DIMS(2, 3), (int64_t[]){1, 2, 3, 4, 5, 6});
+    cst("x", VRAM_DTYPE_INT64, DIMS(2, 3), (int64_t[]){1, 2, 3, 4, 5, 6});
     INTS("i", -1, 0);
     n = node("Gather", "ga", "x,i", "y");
     attr_i(n, "axis", -1);
     infer_ok(1);
     assert_memory_equal(i64_of("y"), L(3, 1, 6, 4), 4 * sizeof(int64_t));
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(5));
-    cst("i", VRAM__DT_FLOAT, 0, NULL, (float[]){1});
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(5));
+    cst("i", VRAM_DTYPE_FLOAT, 0, NULL, (float[]){1});
     node("Gather", "ga", "x,i", "y");
     infer_fails(1, VRAM_EINVAL, "indices 'i' must be int64 or int32, not float");
 
@@ -1076,14 +1076,14 @@ static void test_shape_gather_cast_constants(void **state)
     reset(13);
     INTS("a", 3, -2, 100000);
     n = node("Cast", "c1", "a", "f");
-    attr_i(n, "to", VRAM__DT_FLOAT);
+    attr_i(n, "to", VRAM_DTYPE_FLOAT);
     floats("h", 3, (float[]){2.7f, -2.7f, 1e10f});
     n = node("Cast", "c2", "h", "i");
-    attr_i(n, "to", VRAM__DT_INT32);
+    attr_i(n, "to", VRAM_DTYPE_INT32);
     n = node("Cast", "c3", "f", "half");
-    attr_i(n, "to", VRAM__DT_FLOAT16);
+    attr_i(n, "to", VRAM_DTYPE_FLOAT16);
     n = node("Cast", "c4", "half", "back");
-    attr_i(n, "to", VRAM__DT_FLOAT);
+    attr_i(n, "to", VRAM_DTYPE_FLOAT);
     infer_ok(1);
     assert_true(((float *)val("f")->data)[1] == -2.0f);
     const int32_t *iv = val("i")->data;
@@ -1098,9 +1098,9 @@ static void test_shape_gather_cast_constants(void **state)
     floats("f", 8, (float[]){1.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 65504.0f, 65520.0f, 1e-7f, -0.0f,
                              0x1p-24f});
     n = node("Cast", "tohalf", "f", "h");
-    attr_i(n, "to", VRAM__DT_FLOAT16);
+    attr_i(n, "to", VRAM_DTYPE_FLOAT16);
     n = node("Cast", "back", "h", "b");
-    attr_i(n, "to", VRAM__DT_FLOAT);
+    attr_i(n, "to", VRAM_DTYPE_FLOAT);
     infer_ok(1);
     assert_memory_equal(val("h")->data,
                         ((uint16_t[]){0x3c00, 0x3c00, 0x3c02, 0x7bff, 0x7c00, 0x0002, 0x8000, 0x0001}), 16);
@@ -1115,12 +1115,12 @@ static void test_shape_gather_cast_constants(void **state)
     reset(13);
     INTS("s", 2, 3);
     node("ConstantOfShape", "cos", "s", "z");
-    int t = cst("seven", VRAM__DT_INT64, DIMS(1), (int64_t[]){7});
+    int t = cst("seven", VRAM_DTYPE_INT64, DIMS(1), (int64_t[]){7});
     n = node("ConstantOfShape", "cos2", "s", "w");
     attr_t(n, "value", t);
     infer_ok(1);
     assert_string_equal(dims_of("z"), "[2,3]");
-    assert_int_equal(val("z")->dtype, VRAM__DT_FLOAT);
+    assert_int_equal(val("z")->dtype, VRAM_DTYPE_FLOAT);
     assert_true(((float *)val("z")->data)[5] == 0.0f);
     assert_memory_equal(i64_of("w"), L(7, 7, 7, 7, 7, 7), 6 * sizeof(int64_t));
     g.values[t].shape = mkshape(DIMS(2));
@@ -1128,7 +1128,7 @@ static void test_shape_gather_cast_constants(void **state)
 
     /* Constant: value tensor, value_ints, value_float */
     reset(13);
-    t = cst("tensor", VRAM__DT_INT32, DIMS(2, 2), (int32_t[]){1, 2, 3, 4});
+    t = cst("tensor", VRAM_DTYPE_INT32, DIMS(2, 2), (int32_t[]){1, 2, 3, 4});
     n = node("Constant", "k1", "", "a");
     attr_t(n, "value", t);
     n = node("Constant", "k2", "", "b");
@@ -1155,8 +1155,8 @@ static void test_shape_gather_cast_constants(void **state)
 static void build_chain(int64_t opset)
 {
     reset(opset);
-    input("x", VRAM__DT_FLOAT, "N", DIMS(-1, 3, 4, 4));
-    cst("zero", VRAM__DT_INT64, 0, NULL, (int64_t[]){0});
+    input("x", VRAM_DTYPE_FLOAT, "N", DIMS(-1, 3, 4, 4));
+    cst("zero", VRAM_DTYPE_INT64, 0, NULL, (int64_t[]){0});
     INTS("minus1", -1);
     node("Shape", "shape", "x", "s");
     node("Gather", "gather", "s,zero", "n");
@@ -1172,7 +1172,7 @@ static void build_chain(int64_t opset)
     output("out");
     /* declared: [N, 48] */
     vram__value *o = &g.values[vram__graph_find(&g, "out")];
-    o->dtype = VRAM__DT_FLOAT;
+    o->dtype = VRAM_DTYPE_FLOAT;
     o->shape = mkshape(DIMS(-1, 48));
     o->dim_param[0] = vram__strdup("N");
 }
@@ -1202,7 +1202,7 @@ static void test_fold_chain(void **state)
     }
     /* folding with a constant data input: Reshape itself folds */
     reset(13);
-    cst("c", VRAM__DT_INT64, DIMS(2, 3), (int64_t[]){1, 2, 3, 4, 5, 6});
+    cst("c", VRAM_DTYPE_INT64, DIMS(2, 3), (int64_t[]){1, 2, 3, 4, 5, 6});
     INTS("shape", 3, -1);
     node("Reshape", "r", "c,shape", "y");
     node("Identity", "id", "y", "z");
@@ -1226,9 +1226,9 @@ static void test_batch(void **state)
     (void)state;
     /* symbolic and unnamed first dimensions take the batch */
     reset(13);
-    input("a", VRAM__DT_FLOAT, "batch", DIMS(-1, 3));
-    input("b", VRAM__DT_FLOAT, NULL, DIMS(-1, 3));
-    input("c", VRAM__DT_FLOAT, NULL, DIMS(7, 3));
+    input("a", VRAM_DTYPE_FLOAT, "batch", DIMS(-1, 3));
+    input("b", VRAM_DTYPE_FLOAT, NULL, DIMS(-1, 3));
+    input("c", VRAM_DTYPE_FLOAT, NULL, DIMS(7, 3));
     node("Add", "add", "a,b", "y");
     infer_ok(4);
     assert_string_equal(dims_of("a"), "[4,3]");
@@ -1243,7 +1243,7 @@ static void test_batch(void **state)
 
     /* an unknown non-batch dimension, then fixed by the caller */
     reset(13);
-    input("img", VRAM__DT_FLOAT, "N", DIMS(-1, 3, -1, 224));
+    input("img", VRAM_DTYPE_FLOAT, "N", DIMS(-1, 3, -1, 224));
     g.values[0].dim_param[2] = vram__strdup("height");
     node("Relu", "relu", "img", "y");
     infer_fails(2, VRAM_EINVAL, "graph input 'img' has an unknown dimension at axis 2 ('height')");
@@ -1251,12 +1251,12 @@ static void test_batch(void **state)
     infer_ok(2);
     assert_string_equal(dims_of("y"), "[2,3,160,224]");
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, 2, (int64_t[]){-1, -1});
+    input("x", VRAM_DTYPE_FLOAT, NULL, 2, (int64_t[]){-1, -1});
     node("Relu", "relu", "x", "y");
     infer_fails(2, VRAM_EINVAL, "graph input 'x' has an unknown dimension at axis 1 of [2,?]");
     /* no shape at all */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, 0, NULL);
+    input("x", VRAM_DTYPE_FLOAT, NULL, 0, NULL);
     g.values[0].shape.rank = -1;
     node("Relu", "relu", "x", "y");
     infer_fails(2, VRAM_EINVAL, "graph input 'x' has no declared shape");
@@ -1273,7 +1273,7 @@ static void test_errors(void **state)
     assert_false(vram__op_supported(NULL));
 
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 4));
     node("Relu", "r", "x", "a");
     node("Relu", "r2", "a", "b");
     node("NonMaxSuppression", "nms_1", "a,b", "c");
@@ -1290,37 +1290,37 @@ static void test_errors(void **state)
 
     /* a value used before any node makes it */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 4));
     node("Relu", "r", "later", "a");
     node("Relu", "r2", "x", "later");
     infer_fails(1, VRAM_EPARSE, "node 'r' (Relu, node 0): input 'later' has no known shape");
     /* wrong arity */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 4));
     node("Conv", "c", "x", "y");
     infer_fails(1, VRAM_EPARSE, "node 'c' (Conv, node 0): input 1 is required but missing");
     /* a node writing a graph input */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1, 4));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1, 4));
     node("Relu", "r", "x", "x");
     infer_fails(1, VRAM_EPARSE, "writes 'x', which is a graph input");
 
     /* declared output shapes and types are checked */
     reset(13);
-    input("x", VRAM__DT_FLOAT, "N", DIMS(-1, 12));
+    input("x", VRAM_DTYPE_FLOAT, "N", DIMS(-1, 12));
     INTS("shape", 0, 3, 4);
     node("Reshape", "r", "x,shape", "y");
     output("y");
     vram__value *y = &g.values[vram__graph_find(&g, "y")];
-    y->dtype = VRAM__DT_FLOAT;
+    y->dtype = VRAM_DTYPE_FLOAT;
     y->shape = mkshape(DIMS(-1, 3, 5));
     infer_fails(2, VRAM_EINVAL, "graph output 'y' is declared with shape [?,3,5] but computed as [2,3,4]");
     y = &g.values[vram__graph_find(&g, "y")];
     y->shape = mkshape(DIMS(2, 3, 4));
-    y->dtype = VRAM__DT_INT64;
+    y->dtype = VRAM_DTYPE_INT64;
     infer_fails(2, VRAM_EINVAL, "graph output 'y' is declared int64 but computed as float");
     y = &g.values[vram__graph_find(&g, "y")];
-    y->dtype = VRAM__DT_FLOAT;
+    y->dtype = VRAM_DTYPE_FLOAT;
     y->shape = mkshape(DIMS(-1, 3, 4)); /* an unnamed open batch */
     infer_ok(2);
     assert_string_equal(y->dim_param[0], "?");
@@ -1332,7 +1332,7 @@ static void test_errors(void **state)
 
     /* an output nothing produces */
     reset(13);
-    input("x", VRAM__DT_FLOAT, NULL, DIMS(1));
+    input("x", VRAM_DTYPE_FLOAT, NULL, DIMS(1));
     find_or_add("ghost");
     output("ghost");
     infer_fails(1, VRAM_EPARSE, "graph output 'ghost' is produced by no node");

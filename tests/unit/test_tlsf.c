@@ -1,5 +1,5 @@
-/* tests/unit/test_tlsf.c - the TLSF free index of src/mem/tlsf.h with block
- * descriptors from the slab of src/mem/block.h: insert and take of blocks of
+/* tests/unit/test_tlsf.c - the TLSF free index of src/core/mem/tlsf.h with block
+ * descriptors from the slab of src/core/mem/block.h: insert and take of blocks of
  * many sizes (multiples of 256 bytes), take never returning a block smaller
  * than asked and returning NULL when nothing fits, exact and best fit among the
  * few blocks of the request's own class, vram__tlsf_remove from any position

@@ -1,5 +1,5 @@
 /* tests/unit/test_u64map.c - the open-addressing uint64 map of
- * src/base/u64map.h: put/get/del and replacement, growth past many keys with
+ * src/core/base/u64map.h: put/get/del and replacement, growth past many keys with
  * the load kept at or under one half, backward-shift deletion that keeps every
  * probe chain intact (a 100k-operation random sequence against a reference
  * array, with keys chosen to share home slots and wrap around the table's

@@ -5,6 +5,11 @@
 
 #include <stdint.h>
 
+#include "common/tool_util.h"
+#include "ctxcost/ctxcost.h"
+#include "replay/replay.h"
+#include "vramkit.h"
+
 /* Each command: argv[0] is the command's name. Returns the exit status. */
 int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);

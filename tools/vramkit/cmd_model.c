@@ -14,8 +14,6 @@
 
 #include "cli.h"
 #include "model_util.h"
-#include "engine/graph.h"
-#include "engine/npy.h"
 #include "vramkit.h"
 #include "vramkit/engine.h"
 
@@ -171,24 +169,24 @@ typedef struct named_input {
 /* Read the .npy for input i and check it against the model's input. */
 static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, const char *path)
 {
-    vram__npy a;
-    int rc = vram__npy_read(path, &a);
+    vram_npy a;
+    int rc = vram_npy_read(path, &a);
     if (rc)
         return cli_lib_error("model run", rc);
-    int ok = a.dtype == d->dtype && a.shape.rank == d->rank;
+    int ok = a.dtype == d->dtype && a.rank == d->rank;
     for (int k = 0; ok && k < d->rank; k++)
-        ok = a.shape.dim[k] == d->dims[k];
+        ok = a.dims[k] == d->dims[k];
     if (!ok) {
         char want[160];
         shape_text(d, want, sizeof want);
         fprintf(stderr, "vramkit model run: %s holds %s of rank %d; input '%s' takes %s %s\n",
-                path, vram_dtype_name(a.dtype), a.shape.rank, d->name, vram_dtype_name(d->dtype),
+                path, vram_dtype_name(a.dtype), a.rank, d->name, vram_dtype_name(d->dtype),
                 want);
-        vram__npy_free(&a);
+        vram_npy_free(&a);
         return 1;
     }
     rc = vram_context_set_input(ctx, i, a.data, a.nbytes);
-    vram__npy_free(&a);
+    vram_npy_free(&a);
     return rc ? cli_lib_error("model run", rc) : 0;
 }
 
@@ -225,13 +223,10 @@ static int write_outputs(const vram_engine *e, vram_context *ctx, const char *di
         int rc = model_read_output(ctx, i, &data, &bytes);
         char file[512], path[4096];
         if (!rc)
-            rc = vram__npy_sanitize_name(d.name, file, sizeof file);
-        vram__shape s = {d.rank, {0}};
-        for (int k = 0; k < d.rank; k++)
-            s.dim[k] = d.dims[k];
+            rc = vram_npy_file_name(d.name, file, sizeof file);
         snprintf(path, sizeof path, "%s/%s.npy", dir, file);
         if (!rc)
-            rc = vram__npy_write(path, d.dtype, &s, data);
+            rc = vram_npy_write(path, d.dtype, d.rank, d.dims, data);
         free(data);
         if (rc)
             return cli_lib_error("model run", rc);
@@ -321,7 +316,7 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
             continue;
         }
         int64_t n = model_elems(&d);
-        size_t bytes = (size_t)n * vram__dtype_size(d.dtype);
+        size_t bytes = (size_t)n * vram_dtype_size(d.dtype);
         void *buf = malloc(bytes ? bytes : 1);
         if (!buf) {
             status = 1;

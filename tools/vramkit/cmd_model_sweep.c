@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/internal.h"
+#include "common/tool_util.h"
 #include "cli.h"
-#include "engine/graph.h"
 #include "model_util.h"
 #include "vramkit.h"
 
@@ -46,7 +45,7 @@ static int keep_outputs(vram_context *c, const vram_engine *e, outputs *o)
         void *p;
         size_t bytes;
         vram_engine_output(e, i, &d);
-        if (d.dtype != VRAM__DT_FLOAT)
+        if (d.dtype != VRAM_DTYPE_FLOAT)
             continue;
         int rc = model_read_output(c, i, &p, &bytes);
         if (rc)
@@ -89,7 +88,7 @@ static int parse_limits(const char *list, uint64_t *limits, int *n)
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         if (*n == MAX_LIMITS)
             return cli_usage_error("model sweep", "--workspace: at most %d sizes", MAX_LIMITS);
-        if (vram__parse_size(item, &limits[*n]))
+        if (vram_size_parse(item, &limits[*n]))
             return cli_usage_error("model sweep", "--workspace: \"%s\" is not a size", item);
         (*n)++;
     }
@@ -137,7 +136,7 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
                 sum += ms[i];
             double diff = l == 0 ? 0.0 : worst_diff(&first, &o);
             char lim[32];
-            vram__fmt_bytes(lim, sizeof lim, limits[l]);
+            vram_size_format(lim, sizeof lim, limits[l]);
             printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
                    (unsigned long long)m.workspace_bytes, (unsigned long long)m.context_bytes,
                    ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);

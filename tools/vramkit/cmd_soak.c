@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/internal.h"
+#include "common/tool_util.h"
 #include "cli.h"
 #include "vramkit.h"
 #include "vramkit/report.h"
@@ -124,7 +124,7 @@ static char *fmt_slope(char *buf, size_t cap, double v)
     if (a < 1024)
         snprintf(b, sizeof b, "%.1f B", a);
     else
-        vram__fmt_bytes(b, sizeof b, (uint64_t)llround(a));
+        vram_size_format(b, sizeof b, (uint64_t)llround(a));
     snprintf(buf, cap, "%s%s", v < 0 ? "-" : "+", b);
     return buf;
 }
@@ -133,7 +133,7 @@ static void progress(vram_monitor *m, uint64_t it, uint64_t n, uint64_t live, in
 {
     vram_trend tr;
     char lb[48], sb[48];
-    vram__fmt_bytes(lb, sizeof lb, live);
+    vram_size_format(lb, sizeof lb, live);
     if (vram_monitor_trend(m, "replay", &tr) != 0)
         tr.slope_bytes_per_iteration = NAN;
     fmt_slope(sb, sizeof sb, tr.slope_bytes_per_iteration);
@@ -265,7 +265,7 @@ static int parse_args(int argc, char **argv, soak_args *a)
             a->policy_given = 1;
         } else if (cli_is(s, "--capacity")) {
             VALUE("--capacity");
-            if (vram__parse_size(v, &a->capacity))
+            if (vram_size_parse(v, &a->capacity))
                 return cli_usage_error("soak", "--capacity: %s", vram_last_error());
         } else if (cli_is(s, "--warmup")) {
             VALUE("--warmup");
@@ -278,7 +278,7 @@ static int parse_args(int argc, char **argv, soak_args *a)
         } else if (cli_is(s, "--threshold")) {
             VALUE("--threshold");
             uint64_t b;
-            if (vram__parse_size(v, &b))
+            if (vram_size_parse(v, &b))
                 return cli_usage_error("soak", "--threshold: %s", vram_last_error());
             a->threshold = (double)b;
         } else if (cli_is(s, "--alert-hold")) {
@@ -299,7 +299,7 @@ static int parse_args(int argc, char **argv, soak_args *a)
             memcpy(bytes, v, (size_t)(slash - v));
             bytes[slash - v] = 0;
             unsigned long long k = strtoull(slash + 1, &end, 10);
-            if (vram__parse_size(bytes, &a->leak_bytes) || !a->leak_bytes)
+            if (vram_size_parse(bytes, &a->leak_bytes) || !a->leak_bytes)
                 return cli_usage_error("soak", "--plant-leak %s: BYTES must be a size above 0", v);
             if (*end || slash[1] == '-' || k < 1)
                 return cli_usage_error("soak", "--plant-leak %s: K must be an integer of at least 1",
@@ -332,11 +332,11 @@ static int make_pool(const soak_args *a, vram_device *dev, vram_backend **b, vra
     else if (cli_backend_is_gpu(a->backend) && strcmp(a->backend, "vmm") != 0)
         po.policy = VRAM_POLICY_SEGMENTS;
     if ((rc = vram_pool_create(&po, pool)) == 0 && (rc = cli_watch_configured(*pool)) != 0) {
-        vram__saved_error err;
-        vram__error_save(&err);
+        tool_saved_error err;
+        tool_error_save(&err);
         vram_pool_destroy(*pool);
         *pool = NULL;
-        vram__error_restore(&err, rc);
+        tool_error_restore(&err, rc);
     }
     if (rc) {
         vram_backend_destroy(*b);
@@ -392,14 +392,14 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
     else
         printf("live bytes after each iteration: first %s, last %s, most %s; peak live %s, "
                "reserved %s at the end\n",
-               vram__fmt_bytes(b1, sizeof b1, first_live), vram__fmt_bytes(b2, sizeof b2, last_live),
-               vram__fmt_bytes(b3, sizeof b3, most_live),
-               vram__fmt_bytes(b4, sizeof b4, st.peak_live_bytes),
-               vram__fmt_bytes(b5, sizeof b5, st.reserved_bytes));
+               vram_size_format(b1, sizeof b1, first_live), vram_size_format(b2, sizeof b2, last_live),
+               vram_size_format(b3, sizeof b3, most_live),
+               vram_size_format(b4, sizeof b4, st.peak_live_bytes),
+               vram_size_format(b5, sizeof b5, st.reserved_bytes));
     if (c->leak_every)
         printf("planted leak: %s every %llu iterations, %zu blocks (%s) never freed\n",
-               vram__fmt_bytes(b1, sizeof b1, c->leak_bytes), (unsigned long long)c->leak_every,
-               c->n_leaked, vram__fmt_bytes(b2, sizeof b2, c->leak_bytes * c->n_leaked));
+               vram_size_format(b1, sizeof b1, c->leak_bytes), (unsigned long long)c->leak_every,
+               c->n_leaked, vram_size_format(b2, sizeof b2, c->leak_bytes * c->n_leaked));
     if (c->refused)
         printf("refused requests: %llu; the first, %s\n", (unsigned long long)c->refused,
                c->first_refusal);
@@ -426,7 +426,7 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
            "%llu\n",
            tr->growing ? "growing" : "level", fmt_slope(b1, sizeof b1, tr->slope_bytes_per_iteration),
            fmt_slope(b2, sizeof b2, per_min), tr->confidence, tr->t_statistic,
-           vram__fmt_bytes(b3, sizeof b3, (uint64_t)a->threshold),
+           vram_size_format(b3, sizeof b3, (uint64_t)a->threshold),
            a->confidence, tr->samples, (unsigned long long)(total - tr->samples));
 }
 
@@ -469,7 +469,7 @@ int cmd_soak(int argc, char **argv)
     c.ptrs = calloc(trace->n_slots ? trace->n_slots : 1, sizeof *c.ptrs);
     c.streams = calloc(trace->n_streams ? trace->n_streams : 1, sizeof *c.streams);
     if (!c.ptrs || !c.streams) {
-        rc = vram__fail(VRAM_EHOSTMEM, "out of host memory for the replay's %zu blocks",
+        rc = vram_set_error(VRAM_EHOSTMEM, "out of host memory for the replay's %zu blocks",
                         trace->n_slots);
         goto out;
     }
@@ -495,7 +495,7 @@ int cmd_soak(int argc, char **argv)
         goto out;
 
     int tty = isatty(2);
-    uint64_t t0 = vram__now_ns(), last_progress = t0;
+    uint64_t t0 = tool_now_ns(), last_progress = t0;
     uint64_t every = a.iterations >= 10 ? a.iterations / 10 : 1;
     uint64_t first_live = 0, last_live = 0, most_live = 0;
     for (uint64_t it = 1; it <= a.iterations; it++) {
@@ -510,7 +510,7 @@ int cmd_soak(int argc, char **argv)
         last_live = st.live_bytes;
         if (st.live_bytes > most_live)
             most_live = st.live_bytes;
-        uint64_t now = vram__now_ns();
+        uint64_t now = tool_now_ns();
         if (tty ? now - last_progress > 100000000ull || it == a.iterations
                 : it % every == 0) {
             progress(m, it, a.iterations, st.live_bytes, tty);
@@ -521,7 +521,7 @@ int cmd_soak(int argc, char **argv)
     if (tty && progress_shown)
         fputc('\n', stderr);
     progress_shown = 0;
-    double secs = (double)(vram__now_ns() - t0) * 1e-9;
+    double secs = (double)(tool_now_ns() - t0) * 1e-9;
     vram_trend tr;
     if ((rc = vram_monitor_trend(m, "replay", &tr)) != 0)
         goto out;

@@ -5,9 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/internal.h"
+#include "common/tool_util.h"
 #include "cli.h"
-#include "engine/graph.h"
 #include "model_util.h"
 #include "vramkit.h"
 
@@ -52,7 +51,7 @@ int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *
     if (cli_is(a, "--workspace")) {
         if (!(v = cli_value(cmd, argc, argv, i, "--workspace")))
             *status = 2;
-        else if (vram__parse_size(v, &o->workspace) || o->workspace == MODEL_DEFAULT_WORKSPACE)
+        else if (vram_size_parse(v, &o->workspace) || o->workspace == MODEL_DEFAULT_WORKSPACE)
             *status = cli_usage_error(cmd, "--workspace takes a size (e.g. 0, 16M, 1G), not '%s'",
                                       v);
         return 1;
@@ -116,23 +115,23 @@ void model_fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *
         x ^= x >> 27;
         uint64_t r = x * 0x2545F4914F6CDD1Dull;
         switch (dtype) {
-        case VRAM__DT_FLOAT:
+        case VRAM_DTYPE_FLOAT:
             ((float *)out)[i] = (float)((double)((int64_t)(r >> 40) - 8388608) / 8388608.0);
             break;
-        case VRAM__DT_INT64:
+        case VRAM_DTYPE_INT64:
             ((int64_t *)out)[i] = (int64_t)(r >> 62);
             break;
-        case VRAM__DT_INT32:
+        case VRAM_DTYPE_INT32:
             ((int32_t *)out)[i] = (int32_t)(r >> 62);
             break;
-        case VRAM__DT_UINT8:
+        case VRAM_DTYPE_UINT8:
             ((uint8_t *)out)[i] = (uint8_t)(r >> 56);
             break;
-        case VRAM__DT_BOOL:
+        case VRAM_DTYPE_BOOL:
             ((uint8_t *)out)[i] = (uint8_t)(r >> 63);
             break;
         default: /* no rule for it: zeros */
-            memset(out, 0, (size_t)n * vram__dtype_size(dtype));
+            memset(out, 0, (size_t)n * vram_dtype_size(dtype));
             return;
         }
     }
@@ -144,7 +143,7 @@ int model_fill_inputs(vram_context *ctx, const vram_engine *e, uint64_t seed)
         vram_tensor_desc d;
         vram_engine_input(e, i, &d);
         int64_t n = model_elems(&d);
-        size_t bytes = (size_t)n * vram__dtype_size(d.dtype);
+        size_t bytes = (size_t)n * vram_dtype_size(d.dtype);
         void *buf = malloc(bytes ? bytes : 1);
         if (!buf)
             return VRAM_EHOSTMEM;

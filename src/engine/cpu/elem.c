@@ -312,31 +312,31 @@ void vram__cpu_softmax(const vram__shape *s, int axis, const float *x, float *y)
 static const char *cast_name(int t, char *buf, size_t cap)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: return "float";
-    case VRAM__DT_DOUBLE: return "double";
-    case VRAM__DT_FLOAT16: return "float16";
-    case VRAM__DT_INT64: return "int64";
-    case VRAM__DT_INT32: return "int32";
-    case VRAM__DT_INT8: return "int8";
-    case VRAM__DT_UINT8: return "uint8";
-    case VRAM__DT_BOOL: return "bool";
+    case VRAM_DTYPE_FLOAT: return "float";
+    case VRAM_DTYPE_DOUBLE: return "double";
+    case VRAM_DTYPE_FLOAT16: return "float16";
+    case VRAM_DTYPE_INT64: return "int64";
+    case VRAM_DTYPE_INT32: return "int32";
+    case VRAM_DTYPE_INT8: return "int8";
+    case VRAM_DTYPE_UINT8: return "uint8";
+    case VRAM_DTYPE_BOOL: return "bool";
     default: snprintf(buf, cap, "type %d", t); return buf;
     }
 }
 
-static int is_floating(int t) { return t == VRAM__DT_FLOAT || t == VRAM__DT_DOUBLE || t == VRAM__DT_FLOAT16; }
+static int is_floating(int t) { return t == VRAM_DTYPE_FLOAT || t == VRAM_DTYPE_DOUBLE || t == VRAM_DTYPE_FLOAT16; }
 
 static int cast_supported(int t)
 {
     switch (t) {
-    case VRAM__DT_FLOAT:
-    case VRAM__DT_DOUBLE:
-    case VRAM__DT_FLOAT16:
-    case VRAM__DT_INT64:
-    case VRAM__DT_INT32:
-    case VRAM__DT_INT8:
-    case VRAM__DT_UINT8:
-    case VRAM__DT_BOOL:
+    case VRAM_DTYPE_FLOAT:
+    case VRAM_DTYPE_DOUBLE:
+    case VRAM_DTYPE_FLOAT16:
+    case VRAM_DTYPE_INT64:
+    case VRAM_DTYPE_INT32:
+    case VRAM_DTYPE_INT8:
+    case VRAM_DTYPE_UINT8:
+    case VRAM_DTYPE_BOOL:
         return 1;
     default:
         return 0;
@@ -346,11 +346,11 @@ static int cast_supported(int t)
 static size_t cast_size(int t)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: return 4;
-    case VRAM__DT_DOUBLE: return 8;
-    case VRAM__DT_FLOAT16: return 2;
-    case VRAM__DT_INT64: return 8;
-    case VRAM__DT_INT32: return 4;
+    case VRAM_DTYPE_FLOAT: return 4;
+    case VRAM_DTYPE_DOUBLE: return 8;
+    case VRAM_DTYPE_FLOAT16: return 2;
+    case VRAM_DTYPE_INT64: return 8;
+    case VRAM_DTYPE_INT32: return 4;
     default: return 1;
     }
 }
@@ -358,8 +358,8 @@ static size_t cast_size(int t)
 static double read_f(int t, const void *x, int64_t i)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: return ((const float *)x)[i];
-    case VRAM__DT_DOUBLE: return ((const double *)x)[i];
+    case VRAM_DTYPE_FLOAT: return ((const float *)x)[i];
+    case VRAM_DTYPE_DOUBLE: return ((const double *)x)[i];
     default: return vram__half_to_float(((const uint16_t *)x)[i]);
     }
 }
@@ -367,10 +367,10 @@ static double read_f(int t, const void *x, int64_t i)
 static int64_t read_i(int t, const void *x, int64_t i)
 {
     switch (t) {
-    case VRAM__DT_INT64: return ((const int64_t *)x)[i];
-    case VRAM__DT_INT32: return ((const int32_t *)x)[i];
-    case VRAM__DT_INT8: return ((const int8_t *)x)[i];
-    case VRAM__DT_UINT8: return ((const uint8_t *)x)[i];
+    case VRAM_DTYPE_INT64: return ((const int64_t *)x)[i];
+    case VRAM_DTYPE_INT32: return ((const int32_t *)x)[i];
+    case VRAM_DTYPE_INT8: return ((const int8_t *)x)[i];
+    case VRAM_DTYPE_UINT8: return ((const uint8_t *)x)[i];
     default: return ((const uint8_t *)x)[i] != 0;
     }
 }
@@ -401,13 +401,13 @@ static int64_t wrap_to(int64_t v, int bits, int is_signed)
 static void write_f(int t, void *y, int64_t i, double d)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: ((float *)y)[i] = (float)d; break;
-    case VRAM__DT_DOUBLE: ((double *)y)[i] = d; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
-    case VRAM__DT_INT64: ((int64_t *)y)[i] = sat_trunc(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); break;
-    case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)sat_trunc(d, -0x1p31, 0x1p31, INT32_MIN, INT32_MAX); break;
-    case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)sat_trunc(d, -128.0, 128.0, INT8_MIN, INT8_MAX); break;
-    case VRAM__DT_UINT8: ((uint8_t *)y)[i] = (uint8_t)sat_trunc(d, 0.0, 256.0, 0, UINT8_MAX); break;
+    case VRAM_DTYPE_FLOAT: ((float *)y)[i] = (float)d; break;
+    case VRAM_DTYPE_DOUBLE: ((double *)y)[i] = d; break;
+    case VRAM_DTYPE_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
+    case VRAM_DTYPE_INT64: ((int64_t *)y)[i] = sat_trunc(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); break;
+    case VRAM_DTYPE_INT32: ((int32_t *)y)[i] = (int32_t)sat_trunc(d, -0x1p31, 0x1p31, INT32_MIN, INT32_MAX); break;
+    case VRAM_DTYPE_INT8: ((int8_t *)y)[i] = (int8_t)sat_trunc(d, -128.0, 128.0, INT8_MIN, INT8_MAX); break;
+    case VRAM_DTYPE_UINT8: ((uint8_t *)y)[i] = (uint8_t)sat_trunc(d, 0.0, 256.0, 0, UINT8_MAX); break;
     default: ((uint8_t *)y)[i] = d != 0.0; break; /* NaN != 0 */
     }
 }
@@ -415,13 +415,13 @@ static void write_f(int t, void *y, int64_t i, double d)
 static void write_i(int t, void *y, int64_t i, int64_t v)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: ((float *)y)[i] = (float)v; break;
-    case VRAM__DT_DOUBLE: ((double *)y)[i] = (double)v; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half((double)v); break;
-    case VRAM__DT_INT64: ((int64_t *)y)[i] = v; break;
-    case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, 1); break;
-    case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, 1); break;
-    case VRAM__DT_UINT8: ((uint8_t *)y)[i] = (uint8_t)wrap_to(v, 8, 0); break;
+    case VRAM_DTYPE_FLOAT: ((float *)y)[i] = (float)v; break;
+    case VRAM_DTYPE_DOUBLE: ((double *)y)[i] = (double)v; break;
+    case VRAM_DTYPE_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half((double)v); break;
+    case VRAM_DTYPE_INT64: ((int64_t *)y)[i] = v; break;
+    case VRAM_DTYPE_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, 1); break;
+    case VRAM_DTYPE_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, 1); break;
+    case VRAM_DTYPE_UINT8: ((uint8_t *)y)[i] = (uint8_t)wrap_to(v, 8, 0); break;
     default: ((uint8_t *)y)[i] = v != 0; break;
     }
 }
@@ -443,7 +443,7 @@ int vram__cpu_cast(int from, int to, int64_t n, const void *x, void *y)
     if (n <= 0)
         return 0;
     if (from == to) {
-        if (from == VRAM__DT_BOOL) { /* normalize any non-zero byte to 1 */
+        if (from == VRAM_DTYPE_BOOL) { /* normalize any non-zero byte to 1 */
             for (int64_t i = 0; i < n; i++)
                 ((uint8_t *)y)[i] = ((const uint8_t *)x)[i] != 0;
         } else if (x != y) {

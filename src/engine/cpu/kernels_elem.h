@@ -137,7 +137,7 @@ uint64_t vram__cpu_resize_scratch(const vram__shape *ys);
 /* ---- cast ---------------------------------------------------------------- */
 
 /* Convert n elements between FLOAT, DOUBLE, FLOAT16, INT64, INT32, INT8,
- * UINT8 and BOOL (vram__dtype numbers). Floating to integer truncates
+ * UINT8 and BOOL (vram_dtype numbers). Floating to integer truncates
  * toward zero; NaN becomes 0 and values beyond the target's range saturate
  * to its minimum or maximum (ONNX leaves this undefined; e.g. 3e9f to int32
  * is 2147483647). Integer to narrower integer wraps (two's complement, as

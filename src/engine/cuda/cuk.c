@@ -35,31 +35,31 @@ void vram__cuk_unload(vram__cuk *k)
     if (!k)
         return;
     if (k->mod)
-        vram__cu.cuModuleUnload(k->mod);
+        vram__ecu.cuModuleUnload(k->mod);
     free(k);
 }
 
 int vram__cuk_load(vram__cuk **out)
 {
     *out = NULL;
-    int rc = vram__cu_load();
+    int rc = vram__ecu_load();
     if (rc)
         return rc;
     vram__cuk *k = vram__calloc(1, sizeof *k);
     if (!k)
         return VRAM_EHOSTMEM;
-    CUresult r = vram__cu.cuModuleLoadData(&k->mod, vram__cuk_image);
+    CUresult r = vram__ecu.cuModuleLoadData(&k->mod, vram__cuk_image);
     if (r != CUDA_SUCCESS) {
         k->mod = NULL;
         vram__cuk_unload(k);
-        return vram__cu_fail(r, "cuModuleLoadData of the engine's kernels (%zu bytes)",
+        return vram_cuda_fail(r, "cuModuleLoadData of the engine's kernels (%zu bytes)",
                              vram__cuk_image_size);
     }
     for (int i = 0; i < VRAM__CUK_K_COUNT; i++) {
-        r = vram__cu.cuModuleGetFunction(&k->fn[i], k->mod, kernel_names[i]);
+        r = vram__ecu.cuModuleGetFunction(&k->fn[i], k->mod, kernel_names[i]);
         if (r != CUDA_SUCCESS) {
             vram__cuk_unload(k);
-            return vram__cu_fail(r, "cuModuleGetFunction(%s)", kernel_names[i]);
+            return vram_cuda_fail(r, "cuModuleGetFunction(%s)", kernel_names[i]);
         }
     }
     *out = k;
@@ -74,7 +74,7 @@ int vram__cuk_launch(const vram__cuk *k, int kid, CUstream stream, int64_t threa
     if (blocks > VRAM__CUK_MAX_BLOCKS)
         blocks = VRAM__CUK_MAX_BLOCKS;
     void *args[] = {params};
-    VRAM__CU_TRY(vram__cu.cuLaunchKernel(k->fn[kid], (unsigned)blocks, 1, 1, VRAM__CUK_THREADS, 1,
+    VRAM_CUDA_TRY(vram__ecu.cuLaunchKernel(k->fn[kid], (unsigned)blocks, 1, 1, VRAM__CUK_THREADS, 1,
                                          1, 0, stream, args, NULL),
                  "cuLaunchKernel(%s, %lld blocks)", kernel_names[kid], (long long)blocks);
     return 0;
@@ -84,7 +84,7 @@ int vram__cuk_memcpy(CUstream stream, void *dst, const void *src, uint64_t n)
 {
     if (!n || dst == src)
         return 0;
-    VRAM__CU_TRY(vram__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+    VRAM_CUDA_TRY(vram__ecu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
                                             (CUdeviceptr)(uintptr_t)src, (size_t)n, stream),
                  "cuMemcpyDtoDAsync of %llu bytes", (unsigned long long)n);
     return 0;

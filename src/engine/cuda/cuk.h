@@ -19,7 +19,8 @@
 #include <stdint.h>
 
 #include "engine/engine_internal.h"
-#include "gpu/cu.h"
+#include "base/internal.h"
+#include "cu_engine.h"
 
 /* The fatbin of kernels.cu (sm_90 code and compute_90 PTX), generated into
  * the build tree. */

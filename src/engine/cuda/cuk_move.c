@@ -143,7 +143,7 @@ static int step_concat(const vram__cuk *k, CUstream s, const vram_context *ctx,
 {
     const vram__graph *g = &ctx->e->g;
     const vram__shape *ys = vram__cuk_shape(ctx, st->y);
-    size_t elem = vram__dtype_size(g->values[st->y].dtype);
+    size_t elem = vram_dtype_size(g->values[st->y].dtype);
     int axis = st->p.axis < 0 ? st->p.axis + ys->rank : st->p.axis;
     int64_t outer, inner, off = 0;
     vram__cuk_outer_inner(ys, axis, &outer, &inner);
@@ -164,7 +164,7 @@ static int step_split(const vram__cuk *k, CUstream s, const vram_context *ctx,
 {
     const vram__graph *g = &ctx->e->g;
     const vram__shape *xs = vram__cuk_shape(ctx, st->x);
-    size_t elem = vram__dtype_size(g->values[st->x].dtype);
+    size_t elem = vram_dtype_size(g->values[st->x].dtype);
     int axis = st->p.axis < 0 ? st->p.axis + xs->rank : st->p.axis;
     int64_t outer, inner, off = 0;
     vram__cuk_outer_inner(xs, axis, &outer, &inner);
@@ -189,24 +189,24 @@ static int step_pad(const vram__cuk *k, CUstream s, const vram_context *ctx,
     const vram__shape *xs = vram__cuk_shape(ctx, st->x), *ys = vram__cuk_shape(ctx, st->y);
     const int64_t *pads = st->p.pad.pads;
     int r = xs->rank;
-    if (dt != VRAM__DT_FLOAT && dt != VRAM__DT_INT64 && st->p.pad.value != 0)
-        return vram__fail(VRAM_ENOSYS, "Pad with a non-zero value on %s", vram__dtype_name(dt));
+    if (dt != VRAM_DTYPE_FLOAT && dt != VRAM_DTYPE_INT64 && st->p.pad.value != 0)
+        return vram__fail(VRAM_ENOSYS, "Pad with a non-zero value on %s", vram_dtype_name(dt));
     int rc = vram__pad_check(mode, xs, pads, ys);
     if (rc)
         return rc;
     vram__cuk_pad_p p;
     memset(&p, 0, sizeof p);
     p.total = vram__cpu_elems(ys);
-    p.elem = (int)vram__dtype_size(dt);
+    p.elem = (int)vram_dtype_size(dt);
     if (p.total <= 0 || p.elem == 0)
         return 0;
     /* The constant in the element type: float or int64 bits, else zeros. */
-    if (dt == VRAM__DT_FLOAT) {
+    if (dt == VRAM_DTYPE_FLOAT) {
         float vf = (float)st->p.pad.value;
         uint32_t bits;
         memcpy(&bits, &vf, sizeof bits);
         p.value = (int64_t)bits;
-    } else if (dt == VRAM__DT_INT64) {
+    } else if (dt == VRAM_DTYPE_INT64) {
         p.value = (int64_t)st->p.pad.value;
     }
     int64_t xst[VRAM__MAX_RANK];
@@ -231,7 +231,7 @@ static int step_gather(const vram__cuk *k, CUstream s, const vram_context *ctx,
                        vram__cuk_error *err)
 {
     const vram__graph *g = &ctx->e->g;
-    size_t elem = vram__dtype_size(g->values[st->x].dtype);
+    size_t elem = vram_dtype_size(g->values[st->x].dtype);
     const vram__shape *xs = vram__cuk_shape(ctx, st->x), *is = vram__cuk_shape(ctx, n->in[1]),
                       *ys = vram__cuk_shape(ctx, st->y);
     int axis = st->p.axis, rc = vram__gather_check(&axis, xs, is, ys);
@@ -275,14 +275,14 @@ int vram__cuk_move_step(const vram__cuk *k, CUstream stream, const vram_context 
     case VRAM__OP_COPY:
         return vram__cuk_memcpy(stream, y, x, ctx->var->bytes[st->y]);
     case VRAM__OP_TRANSPOSE:
-        return step_transpose(k, stream, vram__dtype_size(g->values[st->x].dtype),
+        return step_transpose(k, stream, vram_dtype_size(g->values[st->x].dtype),
                               vram__cuk_shape(ctx, st->x), st->p.perm, x, y);
     case VRAM__OP_CONCAT:
         return step_concat(k, stream, ctx, st, n);
     case VRAM__OP_SPLIT:
         return step_split(k, stream, ctx, st, n);
     case VRAM__OP_SLICE:
-        return step_slice(k, stream, vram__dtype_size(g->values[st->x].dtype),
+        return step_slice(k, stream, vram_dtype_size(g->values[st->x].dtype),
                           vram__cuk_shape(ctx, st->x), x, st->p.slice.starts, st->p.slice.steps,
                           vram__cuk_shape(ctx, st->y), y);
     case VRAM__OP_PAD:

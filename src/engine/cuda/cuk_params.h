@@ -195,7 +195,7 @@ typedef struct vram__cuk_gather_p {
     vram__cuk_errword *err; /* may be NULL */
 } vram__cuk_gather_p;
 
-/* Cast n elements between vram__dtype numbers (both supported, differing,
+/* Cast n elements between vram_dtype numbers (both supported, differing,
  * or both BOOL to normalize). */
 typedef struct vram__cuk_cast_p {
     int64_t n;

@@ -153,8 +153,8 @@ static int step_cast(const vram__cuk *k, CUstream s, int from, int to, int64_t n
         return rc;
     if (n <= 0)
         return 0;
-    if (from == to && from != VRAM__DT_BOOL) /* bool to bool normalizes bytes */
-        return vram__cuk_memcpy(s, y, x, (uint64_t)n * vram__dtype_size(from));
+    if (from == to && from != VRAM_DTYPE_BOOL) /* bool to bool normalizes bytes */
+        return vram__cuk_memcpy(s, y, x, (uint64_t)n * vram_dtype_size(from));
     vram__cuk_cast_p p = {.n = n, .from = from, .to = to, .x = x, .y = y};
     return vram__cuk_launch(k, VRAM__CUK_K_cast, s, n, &p);
 }

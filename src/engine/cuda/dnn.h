@@ -1,7 +1,7 @@
 /* src/engine/cuda/dnn.h - cuDNN and cuBLAS, loaded at run time.
  *
- * Like the driver (gpu/cu.h), the libraries are opened with dlopen the first
- * time a cuda engine is loaded, so libvramkit.so runs where they are absent
+ * Like the driver (cu_engine.h), the libraries are opened with dlopen the first
+ * time a cuda engine is loaded, so libvramkit-engine runs where they are absent
  * and says which one is missing. Members are typed from the headers'
  * prototypes (cudnn.h, cublas_v2.h), so a call compiles only if it matches
  * them. Calls read `vram__dnn.cudnnConvolutionForward(...)`. */

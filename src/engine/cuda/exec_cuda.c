@@ -13,7 +13,6 @@
 #include "base/internal.h"
 #include "vramkit/log.h"
 #include "cuda_internal.h"
-#include "gpu/backend_gpu.h"
 
 #define ALIGN 256u
 #define CUBLAS_WORKSPACE (4u << 20)
@@ -28,7 +27,7 @@ static void engine_fini(vram_engine *e)
     if (!ce)
         return;
     if (ce->dev)
-        vram__device_enter(ce->dev);
+        vram_device_bind(ce->dev);
     for (int v = 0; ce->steps && v < ce->n_var; v++) {
         for (int i = 0; ce->steps[v] && i < e->var[v].n_steps; i++)
             vram__cuda_step_free(&ce->steps[v][i]);
@@ -90,7 +89,7 @@ static int engine_init(vram_engine *e)
         return VRAM_EHOSTMEM;
     e->ex_state = ce;
     ce->dev = dev;
-    int rc = vram__device_enter(dev);
+    int rc = vram_device_bind(dev);
     if (!rc)
         rc = vram__dnn_load();
     if (!rc)
@@ -128,24 +127,24 @@ static int engine_init(vram_engine *e)
 static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n)
 {
     vram__cuda_engine *ce = e->ex_state;
-    int rc = vram__device_enter(ce->dev);
+    int rc = vram_device_bind(ce->dev);
     if (rc)
         return rc;
     if (c) { /* ordered with the context's runs */
         CUstream s = ((vram__cuda_context *)c->ex_state)->stream;
         if (src)
-            VRAM__CU_TRY(vram__cu.cuMemcpyHtoDAsync(dptr(dst), src, n, s),
+            VRAM_CUDA_TRY(vram__ecu.cuMemcpyHtoDAsync(dptr(dst), src, n, s),
                          "cuMemcpyHtoDAsync of %zu bytes", n);
         else
-            VRAM__CU_TRY(vram__cu.cuMemsetD8Async(dptr(dst), 0, n, s), "cuMemsetD8Async of %zu bytes",
+            VRAM_CUDA_TRY(vram__ecu.cuMemsetD8Async(dptr(dst), 0, n, s), "cuMemsetD8Async of %zu bytes",
                          n);
         return 0;
     }
     /* on the legacy stream; context_setup waits for it once */
     if (src)
-        VRAM__CU_TRY(vram__cu.cuMemcpyHtoD(dptr(dst), src, n), "cuMemcpyHtoD of %zu bytes", n);
+        VRAM_CUDA_TRY(vram__ecu.cuMemcpyHtoD(dptr(dst), src, n), "cuMemcpyHtoD of %zu bytes", n);
     else
-        VRAM__CU_TRY(vram__cu.cuMemsetD8(dptr(dst), 0, n), "cuMemsetD8 of %zu bytes", n);
+        VRAM_CUDA_TRY(vram__ecu.cuMemsetD8(dptr(dst), 0, n), "cuMemsetD8 of %zu bytes", n);
     return 0;
 }
 
@@ -153,12 +152,12 @@ static int copy_out(vram_context *c, void *dst, const void *src, size_t n)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = c->ex_state;
-    int rc = vram__device_enter(ce->dev);
+    int rc = vram_device_bind(ce->dev);
     if (rc)
         return rc;
-    VRAM__CU_TRY(vram__cu.cuMemcpyDtoHAsync(dst, dptr(src), n, cc->stream),
+    VRAM_CUDA_TRY(vram__ecu.cuMemcpyDtoHAsync(dst, dptr(src), n, cc->stream),
                  "cuMemcpyDtoHAsync of %zu bytes", n);
-    VRAM__CU_TRY(vram__cu.cuStreamSynchronize(cc->stream), "cuStreamSynchronize");
+    VRAM_CUDA_TRY(vram__ecu.cuStreamSynchronize(cc->stream), "cuStreamSynchronize");
     return 0;
 }
 
@@ -168,12 +167,12 @@ static void context_fini(vram_context *c)
     vram__cuda_context *cc = c->ex_state;
     if (!cc)
         return;
-    vram__device_enter(ce->dev);
+    vram_device_bind(ce->dev);
     if (cc->stream)
-        vram__cu.cuStreamSynchronize(cc->stream);
+        vram__ecu.cuStreamSynchronize(cc->stream);
     for (int v = 0; cc->graph && v < ce->n_var; v++)
         if (cc->graph[v])
-            vram__cu.cuGraphExecDestroy(cc->graph[v]);
+            vram__ecu.cuGraphExecDestroy(cc->graph[v]);
     free(cc->graph);
     for (int v = 0; cc->packs && v < ce->n_var; v++) {
         for (int i = 0; cc->packs[v] && i < c->e->var[v].n_steps; i++)
@@ -195,7 +194,7 @@ static void context_fini(vram_context *c)
 static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_context *cc)
 {
     vram_engine *e = c->e;
-    int rc = vram__device_enter(ce->dev);
+    int rc = vram_device_bind(ce->dev);
     vram_stream s = NULL;
     if (!rc)
         rc = vram_device_stream_acquire(ce->dev, VRAM_PRIORITY_NORMAL, &s);
@@ -204,7 +203,7 @@ static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_cont
     /* The weights went up on the legacy stream, which the context's
      * non-blocking stream does not wait for; a copy from pageable memory may
      * still be landing when cuMemcpyHtoD returns. */
-    VRAM__CU_TRY(vram__cu.cuStreamSynchronize(CU_STREAM_LEGACY), "waiting for the weights");
+    VRAM_CUDA_TRY(vram__ecu.cuStreamSynchronize(CU_STREAM_LEGACY), "waiting for the weights");
     cc->stream = s;
     c->stream = s;
     cc->graph = vram__calloc((size_t)ce->n_var, sizeof *cc->graph);
@@ -251,7 +250,7 @@ static int enqueue(vram_context *c, int vi)
     vram__cuda_engine *ce = e->ex_state;
     vram__cuda_context *cc = c->ex_state;
     if (ce->may_fail[vi])
-        VRAM__CU_TRY(vram__cu.cuMemsetD8Async(dptr(cc->err), 0, sizeof *cc->err, cc->stream),
+        VRAM_CUDA_TRY(vram__ecu.cuMemsetD8Async(dptr(cc->err), 0, sizeof *cc->err, cc->stream),
                      "clearing the error word");
     if (!cc->packs[vi] && !(cc->packs[vi] = vram__calloc((size_t)c->var->n_steps + 1,
                                                          sizeof *cc->packs[vi])))
@@ -285,25 +284,25 @@ static int enqueue(vram_context *c, int vi)
 static int capture(vram_context *c, int vi, CUgraphExec *out)
 {
     vram__cuda_context *cc = c->ex_state;
-    VRAM__CU_TRY(vram__cu.cuStreamBeginCapture(cc->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+    VRAM_CUDA_TRY(vram__ecu.cuStreamBeginCapture(cc->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                  "cuStreamBeginCapture");
     int rc = enqueue(c, vi);
     vram__saved_error err;
     vram__error_save(&err);
     CUgraph g = NULL;
-    CUresult r = vram__cu.cuStreamEndCapture(cc->stream, &g);
+    CUresult r = vram__ecu.cuStreamEndCapture(cc->stream, &g);
     if (rc) {
         if (g)
-            vram__cu.cuGraphDestroy(g);
+            vram__ecu.cuGraphDestroy(g);
         vram__error_restore(&err, rc);
         return vram__fail_prefix(rc, "capturing a CUDA graph: ");
     }
     if (r != CUDA_SUCCESS)
-        return vram__cu_fail(r, "cuStreamEndCapture");
-    r = vram__cu.cuGraphInstantiateWithFlags(out, g, 0);
-    vram__cu.cuGraphDestroy(g);
+        return vram_cuda_fail(r, "cuStreamEndCapture");
+    r = vram__ecu.cuGraphInstantiateWithFlags(out, g, 0);
+    vram__ecu.cuGraphDestroy(g);
     if (r != CUDA_SUCCESS)
-        return vram__cu_fail(r, "cuGraphInstantiate");
+        return vram_cuda_fail(r, "cuGraphInstantiate");
     return 0;
 }
 
@@ -325,22 +324,22 @@ static int exec_run(vram_context *c)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = c->ex_state;
-    int vi = (int)(c->var - c->e->var), rc = vram__device_enter(ce->dev);
+    int vi = (int)(c->var - c->e->var), rc = vram_device_bind(ce->dev);
     if (rc)
         return rc;
     if (c->e->graphs) {
         if (!cc->graph[vi] && (rc = capture(c, vi, &cc->graph[vi])))
             return rc;
-        VRAM__CU_TRY(vram__cu.cuGraphLaunch(cc->graph[vi], cc->stream), "cuGraphLaunch");
+        VRAM_CUDA_TRY(vram__ecu.cuGraphLaunch(cc->graph[vi], cc->stream), "cuGraphLaunch");
     } else if ((rc = enqueue(c, vi))) {
-        vram__cu.cuStreamSynchronize(cc->stream); /* leave nothing in flight */
+        vram__ecu.cuStreamSynchronize(cc->stream); /* leave nothing in flight */
         return rc;
     }
     vram__cuk_error err = {0};
     if (ce->may_fail[vi])
-        VRAM__CU_TRY(vram__cu.cuMemcpyDtoHAsync(&err, dptr(cc->err), sizeof err, cc->stream),
+        VRAM_CUDA_TRY(vram__ecu.cuMemcpyDtoHAsync(&err, dptr(cc->err), sizeof err, cc->stream),
                      "reading the error word");
-    VRAM__CU_TRY(vram__cu.cuStreamSynchronize(cc->stream), "running the model (cuStreamSynchronize)");
+    VRAM_CUDA_TRY(vram__ecu.cuStreamSynchronize(cc->stream), "running the model (cuStreamSynchronize)");
     return err.code ? report_data_error(c, &err) : 0;
 }
 

@@ -853,14 +853,14 @@ KERNEL vram_cuk_resize(PARAMS(vram__cuk_resize_p))
 
 __device__ __forceinline__ static bool is_floating(int t)
 {
-    return t == VRAM__DT_FLOAT || t == VRAM__DT_DOUBLE || t == VRAM__DT_FLOAT16;
+    return t == VRAM_DTYPE_FLOAT || t == VRAM_DTYPE_DOUBLE || t == VRAM_DTYPE_FLOAT16;
 }
 
 template <typename I> __device__ __forceinline__ static double read_f(int t, const void *x, I i)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: return (double)((const float *)x)[i];
-    case VRAM__DT_DOUBLE: return ((const double *)x)[i];
+    case VRAM_DTYPE_FLOAT: return (double)((const float *)x)[i];
+    case VRAM_DTYPE_DOUBLE: return ((const double *)x)[i];
     default: return (double)vram__half_to_float(((const uint16_t *)x)[i]);
     }
 }
@@ -868,10 +868,10 @@ template <typename I> __device__ __forceinline__ static double read_f(int t, con
 template <typename I> __device__ __forceinline__ static int64_t read_i(int t, const void *x, I i)
 {
     switch (t) {
-    case VRAM__DT_INT64: return ((const int64_t *)x)[i];
-    case VRAM__DT_INT32: return ((const int32_t *)x)[i];
-    case VRAM__DT_INT8: return ((const int8_t *)x)[i];
-    case VRAM__DT_UINT8: return ((const uint8_t *)x)[i];
+    case VRAM_DTYPE_INT64: return ((const int64_t *)x)[i];
+    case VRAM_DTYPE_INT32: return ((const int32_t *)x)[i];
+    case VRAM_DTYPE_INT8: return ((const int8_t *)x)[i];
+    case VRAM_DTYPE_UINT8: return ((const uint8_t *)x)[i];
     default: return ((const uint8_t *)x)[i] != 0; /* bool: any non-zero byte */
     }
 }
@@ -901,19 +901,19 @@ __device__ __forceinline__ static int64_t wrap_to(int64_t v, int bits, bool is_s
 template <typename I> __device__ __forceinline__ static void write_f(int t, void *y, I i, double d)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: ((float *)y)[i] = __double2float_rn(d); break;
-    case VRAM__DT_DOUBLE: ((double *)y)[i] = d; break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
-    case VRAM__DT_INT64:
+    case VRAM_DTYPE_FLOAT: ((float *)y)[i] = __double2float_rn(d); break;
+    case VRAM_DTYPE_DOUBLE: ((double *)y)[i] = d; break;
+    case VRAM_DTYPE_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(d); break;
+    case VRAM_DTYPE_INT64:
         ((int64_t *)y)[i] = sat_trunc(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX);
         break;
-    case VRAM__DT_INT32:
+    case VRAM_DTYPE_INT32:
         ((int32_t *)y)[i] = (int32_t)sat_trunc(d, -0x1p31, 0x1p31, INT32_MIN, INT32_MAX);
         break;
-    case VRAM__DT_INT8:
+    case VRAM_DTYPE_INT8:
         ((int8_t *)y)[i] = (int8_t)sat_trunc(d, -128.0, 128.0, INT8_MIN, INT8_MAX);
         break;
-    case VRAM__DT_UINT8: ((uint8_t *)y)[i] = (uint8_t)sat_trunc(d, 0.0, 256.0, 0, UINT8_MAX); break;
+    case VRAM_DTYPE_UINT8: ((uint8_t *)y)[i] = (uint8_t)sat_trunc(d, 0.0, 256.0, 0, UINT8_MAX); break;
     default: ((uint8_t *)y)[i] = d != 0.0; break; /* NaN != 0 */
     }
 }
@@ -921,13 +921,13 @@ template <typename I> __device__ __forceinline__ static void write_f(int t, void
 template <typename I> __device__ __forceinline__ static void write_i(int t, void *y, I i, int64_t v)
 {
     switch (t) {
-    case VRAM__DT_FLOAT: ((float *)y)[i] = __ll2float_rn(v); break;
-    case VRAM__DT_DOUBLE: ((double *)y)[i] = __ll2double_rn(v); break;
-    case VRAM__DT_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(__ll2double_rn(v)); break;
-    case VRAM__DT_INT64: ((int64_t *)y)[i] = v; break;
-    case VRAM__DT_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, true); break;
-    case VRAM__DT_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, true); break;
-    case VRAM__DT_UINT8: ((uint8_t *)y)[i] = (uint8_t)wrap_to(v, 8, false); break;
+    case VRAM_DTYPE_FLOAT: ((float *)y)[i] = __ll2float_rn(v); break;
+    case VRAM_DTYPE_DOUBLE: ((double *)y)[i] = __ll2double_rn(v); break;
+    case VRAM_DTYPE_FLOAT16: ((uint16_t *)y)[i] = vram__double_to_half(__ll2double_rn(v)); break;
+    case VRAM_DTYPE_INT64: ((int64_t *)y)[i] = v; break;
+    case VRAM_DTYPE_INT32: ((int32_t *)y)[i] = (int32_t)wrap_to(v, 32, true); break;
+    case VRAM_DTYPE_INT8: ((int8_t *)y)[i] = (int8_t)wrap_to(v, 8, true); break;
+    case VRAM_DTYPE_UINT8: ((uint8_t *)y)[i] = (uint8_t)wrap_to(v, 8, false); break;
     default: ((uint8_t *)y)[i] = v != 0; break;
     }
 }

@@ -1,0 +1,34 @@
+# cmake/install.cmake - `make install` (PREFIX, DESTDIR): the three shared
+# libraries with their SONAMEs, the public headers, the vramkit CLI and its
+# man page, a pkg-config file per library and a CMake package
+# (find_package(vramkit) gives vramkit::core, vramkit::observe and
+# vramkit::engine).
+set(VRAM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/vramkit)
+
+install(TARGETS vramkit-core vramkit-observe vramkit-engine EXPORT vramkitTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS vramkit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES include/vramkit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+file(GLOB VRAM_PUBLIC_HEADERS CONFIGURE_DEPENDS include/vramkit/*.h)
+install(FILES ${VRAM_PUBLIC_HEADERS} ${VRAM_GEN_DIR}/include/vramkit/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vramkit)
+install(FILES docs/vramkit.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+
+install(EXPORT vramkitTargets NAMESPACE vramkit:: DESTINATION ${VRAM_CMAKE_DIR})
+include(CMakePackageConfigHelpers)
+configure_package_config_file(cmake/vramkitConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/vramkitConfig.cmake
+                              INSTALL_DESTINATION ${VRAM_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vramkitConfigVersion.cmake
+                                 COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vramkitConfig.cmake
+        ${CMAKE_CURRENT_BINARY_DIR}/vramkitConfigVersion.cmake DESTINATION ${VRAM_CMAKE_DIR})
+
+# pkg-config: vramkit-core, vramkit-observe (Requires vramkit-core) and
+# vramkit-engine (the same); the private libraries are listed for --static.
+foreach(lib core observe engine)
+  configure_file(cmake/vramkit-${lib}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/vramkit-${lib}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vramkit-${lib}.pc
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
