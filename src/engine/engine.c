@@ -1,7 +1,10 @@
-/* src/engine/engine.c - loading an engine: read the file, build the graph,
- * infer shapes at the engine's batch and fold constants, lower nodes to
- * steps, decide where every value lives (weights block, arena, bindings),
- * plan the arena from lifetimes, and upload the weights once. Also what the
+/* src/engine/engine.c - loading an engine: read the file and decode the
+ * model once (its weights decoded once), infer shapes at the engine's batch
+ * on a copy of the graph that shares the model's constants and fold them,
+ * lower nodes to steps, decide where every value lives (weights block,
+ * arena, bindings), plan the arena from lifetimes for the largest batch,
+ * derive the smaller batches from the same decoded model, keep only the
+ * constants something reads, and upload the weights once. Also what the
  * engine tells about itself: inputs, outputs, memory, operators. */
 #include <errno.h>
 #include <stdio.h>
@@ -210,11 +213,8 @@ static void drop_host_constants(vram_engine *e)
 {
     for (int v = 0; v < e->g.n_values; v++) {
         vram__value *val = &e->g.values[v];
-        if (!val->data || e->place[v].loc == VRAM__LOC_OUTPUT)
-            continue;
-        free(val->data);
-        val->data = NULL;
-        val->nbytes = 0;
+        if (val->data && e->place[v].loc != VRAM__LOC_OUTPUT)
+            vram__value_set_data(val, NULL, 0);
     }
 }
 
@@ -241,40 +241,107 @@ static int count_ops(vram_engine *e)
     return 0;
 }
 
-int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
-                           vram_engine **out)
+/* The engine's graph borrowed the model's constants; once every batch is
+ * built it keeps those something reads (placed values) and the model, with
+ * the rest (the weights a folding replaced, constants only lowering read),
+ * is freed. */
+static void adopt_constants(vram_engine *e, vram__graph *model)
 {
-    if (!out)
-        return vram__fail(VRAM_EINVAL, "vram_engine_load: out is NULL");
-    *out = NULL;
-    if (!bytes && len)
-        return vram__fail(VRAM_EINVAL, "vram_engine_load: bytes is NULL but len is %zu", len);
-    vram_engine_opts o;
-    vram_engine_opts_init(&o);
+    for (int v = 0; v < e->g.n_values; v++) {
+        vram__value *val = &e->g.values[v];
+        if (!(val->flags & VRAM__VALUE_BORROWED))
+            continue;
+        val->flags &= ~VRAM__VALUE_BORROWED;
+        if (e->place[v].loc != VRAM__LOC_NONE && v < model->n_values &&
+            model->values[v].data == val->data) {
+            model->values[v].data = NULL; /* e->g's own now */
+            model->values[v].nbytes = 0;
+        } else {
+            val->data = NULL;
+            val->nbytes = 0;
+        }
+    }
+    vram__graph_free(model);
+}
+
+/* Build `e` (options applied) from the decoded model, which it consumes. */
+static int build(vram_engine *e, vram__graph *model)
+{
+    unsigned char *folded = NULL;
+    int rc = vram__graph_clone(model, &e->g);
+    if (!rc) {
+        folded = vram__calloc((size_t)e->g.n_nodes + 1, 1);
+        rc = folded ? vram__infer_shapes(&e->g, e->batch, folded) : VRAM_EHOSTMEM;
+    }
+    for (int i = 0; !rc && i < e->g.n_nodes; i++)
+        e->folded_nodes += folded[i] != 0;
+    if (!rc)
+        rc = vram__lower(e, folded, NULL);
+    free(folded);
+    if (!rc)
+        rc = place_and_plan(e);
+    if (!rc)
+        rc = vram__variants_build(e, model);
+    if (!rc)
+        adopt_constants(e, model);
+    else
+        vram__graph_free(model);
+    if (!rc)
+        rc = e->ex->engine_init(e);
+    if (!rc)
+        rc = count_ops(e);
+    if (!rc)
+        rc = upload_weights(e);
+    if (!rc)
+        drop_host_constants(e);
+    return rc;
+}
+
+/* The options as given, checked, with their defaults filled in. */
+static int resolve_opts(const vram_engine_opts *opts, vram_engine_opts *o,
+                        const vram__exec_ops **ex)
+{
+    vram_engine_opts_init(o);
     if (opts)
-        o = *opts;
-    if (!o.executor)
-        o.executor = "cpu";
-    const vram__exec_ops *ex = NULL;
-    if (!strcmp(o.executor, "cpu"))
-        ex = &vram__exec_cpu_ops;
-    else if (!strcmp(o.executor, "cuda") && !(ex = vram__exec_cuda_ops()))
+        *o = *opts;
+    if (!o->executor)
+        o->executor = "cpu";
+    *ex = NULL;
+    if (!strcmp(o->executor, "cpu"))
+        *ex = &vram__exec_cpu_ops;
+    else if (!strcmp(o->executor, "cuda") && !(*ex = vram__exec_cuda_ops()))
         return vram__fail(VRAM_ENOSYS, "executor 'cuda' is not available: %s", vram_last_error());
-    if (!ex)
+    if (!*ex)
         return vram__fail(VRAM_EINVAL, "executor '%s' does not exist (cpu and cuda do)",
-                          o.executor);
-    if (o.workspace_limit == VRAM_ENGINE_WORKSPACE_DEFAULT)
-        o.workspace_limit = ex->workspace_default;
-    if (o.batch <= 0)
-        o.batch = 1;
-    if (!o.alignment)
-        o.alignment = 256;
-    if (o.alignment & (o.alignment - 1))
+                          o->executor);
+    if (o->workspace_limit == VRAM_ENGINE_WORKSPACE_DEFAULT)
+        o->workspace_limit = (*ex)->workspace_default;
+    if (o->batch <= 0)
+        o->batch = 1;
+    if (!o->alignment)
+        o->alignment = 256;
+    if (o->alignment & (o->alignment - 1))
         return vram__fail(VRAM_EINVAL, "alignment %llu is not a power of two",
-                          (unsigned long long)o.alignment);
-    vram_engine *e = vram__calloc(1, sizeof *e);
-    if (!e)
-        return VRAM_EHOSTMEM;
+                          (unsigned long long)o->alignment);
+    return 0;
+}
+
+/* Load from `len` bytes; `buffer`, when given, holds them and is freed as
+ * soon as they are decoded (the model's file need not stay in memory while
+ * the engine is built). */
+static int load(const void *bytes, size_t len, void *buffer, const vram_engine_opts *opts,
+                vram_engine **out)
+{
+    vram_engine_opts o;
+    const vram__exec_ops *ex;
+    int rc = resolve_opts(opts, &o, &ex);
+    vram_engine *e = rc ? NULL : vram__calloc(1, sizeof *e);
+    if (!rc && !e)
+        rc = VRAM_EHOSTMEM;
+    if (rc) {
+        free(buffer);
+        return rc;
+    }
     e->ex = ex;
     e->tf32 = o.tf32 != 0;
     e->graphs = o.graphs != 0;
@@ -282,7 +349,6 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     e->alignment = o.alignment;
     e->owner = o.owner;
     e->workspace_limit = o.workspace_limit;
-    int rc = 0;
     if (o.pool) {
         e->pool = o.pool;
         const vram_backend *b = vram_pool_backend(o.pool);
@@ -295,30 +361,12 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
             rc = vram__fail(VRAM_EINVAL, "owner %u belongs to no pool: give the pool too",
                             (unsigned)e->owner);
     }
-    unsigned char *folded = NULL;
+    vram__graph model;
     if (!rc)
-        rc = vram__onnx_load(bytes, len, &e->g);
-    if (!rc) {
-        folded = vram__calloc((size_t)e->g.n_nodes + 1, 1);
-        rc = folded ? vram__infer_shapes(&e->g, e->batch, folded) : VRAM_EHOSTMEM;
-    }
-    for (int i = 0; !rc && i < e->g.n_nodes; i++)
-        e->folded_nodes += folded[i] != 0;
+        rc = vram__onnx_load(bytes, len, &model);
+    free(buffer);
     if (!rc)
-        rc = vram__lower(e, folded);
-    free(folded);
-    if (!rc)
-        rc = place_and_plan(e);
-    if (!rc)
-        rc = vram__variants_build(e, bytes, len);
-    if (!rc)
-        rc = ex->engine_init(e);
-    if (!rc)
-        rc = count_ops(e);
-    if (!rc)
-        rc = upload_weights(e);
-    if (!rc)
-        drop_host_constants(e);
+        rc = build(e, &model);
     if (rc) {
         vram__saved_error err; /* giving memory back clears the error sentence */
         vram__error_save(&err);
@@ -327,6 +375,19 @@ int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts
     }
     *out = e;
     return 0;
+}
+
+int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
+                           vram_engine **out)
+{
+    if (!out)
+        return vram__fail(VRAM_EINVAL, "vram_engine_load: out is NULL");
+    *out = NULL;
+    if (!bytes && len)
+        return vram__fail(VRAM_EINVAL, "vram_engine_load: bytes is NULL but len is %zu", len);
+    if (!len)
+        return vram__fail(VRAM_EPARSE, "the model is empty (0 bytes)");
+    return load(bytes, len, NULL, opts, out);
 }
 
 int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out)
@@ -339,12 +400,16 @@ int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine
     void *buf;
     size_t len;
     int rc = vram__read_file(path, what, &buf, &len);
+    if (!rc && !len) {
+        free(buf);
+        return vram__fail(VRAM_EPARSE, "model '%s' is empty (0 bytes): an ONNX model holds at "
+                                       "least a graph", path);
+    }
     if (!rc) {
-        rc = vram_engine_load_bytes(buf, len, opts, out);
+        rc = load(buf, len, buf, opts, out);
         if (rc)
             vram__fail_prefix(rc, "model '%s': ", path);
     }
-    free(buf);
     return rc;
 }
 

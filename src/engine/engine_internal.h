@@ -216,11 +216,15 @@ static inline int vram__step_reads(const vram__step *st, int k)
 
 /* lower.c: turn the graph (shapes inferred, constants folded) into steps,
  * fusing BatchNormalization into a preceding Conv. Fills e->steps,
- * e->fused_bn. VRAM_ENOSYS names an operator variant the executor lacks. */
-int vram__lower(vram_engine *e, const unsigned char *folded);
+ * e->fused_bn. VRAM_ENOSYS names an operator variant the executor lacks.
+ * `like` (or NULL): the graph lowered at the largest batch, whose folded
+ * weights are borrowed instead of folded again. */
+int vram__lower(vram_engine *e, const unsigned char *folded, const vram__graph *like);
 /* variants.c: the engine at every batch below its largest, when its inputs'
- * batch is symbolic (the largest batch's variant made from e itself). */
-int vram__variants_build(vram_engine *e, const void *bytes, size_t len);
+ * batch is symbolic (the largest batch's variant made from e itself). Each
+ * is inferred and lowered on a clone of `model`, the graph as decoded,
+ * which shares its constants: the model is decoded once. */
+int vram__variants_build(vram_engine *e, const vram__graph *model);
 void vram__variants_free(vram_engine *e);
 
 #endif

@@ -155,7 +155,8 @@ void vram__graph_free(vram__graph *g)
         free(v->name);
         for (int d = 0; d < VRAM__MAX_RANK; d++)
             free(v->dim_param[d]);
-        free(v->data);
+        if (!(v->flags & VRAM__VALUE_BORROWED))
+            free(v->data);
     }
     free(g->values);
     for (int i = 0; i < g->n_nodes; i++) {
@@ -174,4 +175,108 @@ void vram__graph_free(vram__graph *g)
     free(g->outputs);
     free(g->producer);
     memset(g, 0, sizeof *g);
+}
+
+void vram__value_set_data(vram__value *v, void *data, size_t nbytes)
+{
+    if (!(v->flags & VRAM__VALUE_BORROWED))
+        free(v->data);
+    v->flags &= ~VRAM__VALUE_BORROWED;
+    v->data = data;
+    v->nbytes = data ? nbytes : 0;
+}
+
+static void *dup_array(const void *src, size_t n, size_t elem, int *ok)
+{
+    if (!src || !n)
+        return NULL;
+    void *p = vram__realloc_array(NULL, n, elem);
+    if (p)
+        memcpy(p, src, n * elem);
+    else
+        *ok = 0;
+    return p;
+}
+
+static char *dup_str(const char *s, int *ok)
+{
+    if (!s)
+        return NULL;
+    char *p = vram__strdup(s);
+    if (!p)
+        *ok = 0;
+    return p;
+}
+
+static void attr_copy(const vram__attr *a, vram__attr *b, int *ok)
+{
+    *b = *a;
+    b->name = dup_str(a->name, ok);
+    b->s = NULL;
+    if (a->s && (b->s = malloc(a->s_len + 1)))
+        memcpy(b->s, a->s, a->s_len + 1);
+    else if (a->s)
+        *ok = 0;
+    b->floats = a->type == VRAM__ATTR_FLOATS ? dup_array(a->floats, a->n, sizeof *a->floats, ok)
+                                             : NULL;
+    b->ints = a->type == VRAM__ATTR_INTS ? dup_array(a->ints, a->n, sizeof *a->ints, ok) : NULL;
+    b->strings = NULL;
+    if (a->strings && (b->strings = vram__calloc(a->n ? a->n : 1, sizeof *b->strings)))
+        for (size_t i = 0; i < a->n; i++)
+            b->strings[i] = dup_str(a->strings[i], ok);
+    else if (a->strings)
+        *ok = 0;
+}
+
+int vram__graph_clone(const vram__graph *src, vram__graph *dst)
+{
+    memset(dst, 0, sizeof *dst);
+    int ok = 1;
+    dst->values = vram__calloc((size_t)src->n_values + 1, sizeof *dst->values);
+    dst->nodes = vram__calloc((size_t)src->n_nodes + 1, sizeof *dst->nodes);
+    if (!dst->values || !dst->nodes) {
+        free(dst->values);
+        free(dst->nodes);
+        memset(dst, 0, sizeof *dst);
+        return VRAM_EHOSTMEM;
+    }
+    dst->cap_values = src->n_values + 1;
+    dst->cap_nodes = src->n_nodes + 1;
+    for (int i = 0; i < src->n_values; i++, dst->n_values++) {
+        const vram__value *a = &src->values[i];
+        vram__value *b = &dst->values[i];
+        *b = *a;
+        b->name = dup_str(a->name, &ok);
+        for (int d = 0; d < VRAM__MAX_RANK; d++)
+            b->dim_param[d] = dup_str(a->dim_param[d], &ok);
+        if (b->data)
+            b->flags |= VRAM__VALUE_BORROWED;
+    }
+    for (int i = 0; i < src->n_nodes; i++, dst->n_nodes++) {
+        const vram__node *a = &src->nodes[i];
+        vram__node *b = &dst->nodes[i];
+        *b = *a;
+        b->name = dup_str(a->name, &ok);
+        b->op = dup_str(a->op, &ok);
+        b->in = dup_array(a->in, (size_t)a->n_in, sizeof *a->in, &ok);
+        b->out = dup_array(a->out, (size_t)a->n_out, sizeof *a->out, &ok);
+        b->attrs = a->n_attrs ? vram__calloc((size_t)a->n_attrs, sizeof *b->attrs) : NULL;
+        if (a->n_attrs && !b->attrs) {
+            ok = 0;
+            b->n_attrs = 0;
+        }
+        for (int k = 0; b->attrs && k < a->n_attrs; k++)
+            attr_copy(&a->attrs[k], &b->attrs[k], &ok);
+    }
+    dst->inputs = dup_array(src->inputs, (size_t)src->n_inputs, sizeof *src->inputs, &ok);
+    dst->n_inputs = src->n_inputs;
+    dst->outputs = dup_array(src->outputs, (size_t)src->n_outputs, sizeof *src->outputs, &ok);
+    dst->n_outputs = src->n_outputs;
+    dst->opset = src->opset;
+    dst->producer = dup_str(src->producer, &ok);
+    if (!ok) {
+        vram__graph_free(dst);
+        return vram__fail(VRAM_EHOSTMEM, "out of host memory copying a model's graph");
+    }
+    return 0;
 }

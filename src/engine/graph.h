@@ -31,6 +31,8 @@ enum {
     VRAM__VALUE_INPUT = 1u << 0,       /* a graph input the caller feeds */
     VRAM__VALUE_OUTPUT = 1u << 1,      /* a graph output */
     VRAM__VALUE_INITIALIZER = 1u << 2, /* weights or constants stored in the file */
+    VRAM__VALUE_BORROWED = 1u << 3,    /* data belongs to another graph (a clone's
+                                          constants): never freed through this one */
 };
 
 /* A tensor of the graph: a graph input, an initializer, or a node's output. */
@@ -116,6 +118,17 @@ size_t vram__attr_ints(const vram__node *n, const char *name, const int64_t **ou
 
 /* Release everything the graph owns and zero it. */
 void vram__graph_free(vram__graph *g);
+
+/* A copy of `src` into `dst` that shares its constants: every value's data
+ * is borrowed (VRAM__VALUE_BORROWED) while names, shapes, nodes and their
+ * attributes are the copy's own, so inference and lowering may change the
+ * copy freely and `src` must outlive it. 0 or VRAM_EHOSTMEM (dst then holds
+ * nothing). One decoded model serves every batch this way. */
+int vram__graph_clone(const vram__graph *src, vram__graph *dst);
+
+/* Set a value's data to `data` (owned from now on; NULL clears it), freeing
+ * what it held unless that was borrowed. */
+void vram__value_set_data(vram__value *v, void *data, size_t nbytes);
 
 /* Decode an ONNX ModelProto from `len` bytes into `g` (which it zeroes
  * first). Returns 0, or VRAM_EPARSE with vram_last_error() naming the

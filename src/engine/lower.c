@@ -482,47 +482,69 @@ static int bn_foldable(const vram__graph *g, int bi, const int *readers, int *co
     return 1;
 }
 
+/* A folded constant's value: `data` (owned), or, when the graph at the
+ * largest batch (`like`) holds the same constant already, that graph's data,
+ * borrowed: the weights do not depend on the batch, so they are folded once. */
+static int add_folded(vram__graph *g, const vram__graph *like, const char *name,
+                      const vram__shape *shape, void **data, size_t nbytes)
+{
+    int i = vram__graph_add_value(g, name);
+    if (i < 0)
+        return -1;
+    vram__value *v = &g->values[i];
+    v->dtype = VRAM_DTYPE_FLOAT;
+    v->shape = *shape;
+    int j = like ? vram__graph_find(like, name) : -1;
+    if (j >= 0 && like->values[j].data && like->values[j].nbytes == nbytes) {
+        v->data = like->values[j].data;
+        v->nbytes = nbytes;
+        v->flags |= VRAM__VALUE_BORROWED;
+        return i;
+    }
+    vram__value_set_data(v, *data, nbytes);
+    *data = NULL;
+    return i;
+}
+
 /* Replace the conv's weight and bias by folded copies (new constant values,
- * as the originals may be shared), and make the conv write the BN's output. */
-static int fold_bn(vram_engine *e, int ci, int bi)
+ * as the originals may be shared), and make the conv write the BN's output.
+ * At a smaller batch the copies of the largest batch's graph are reused. */
+static int fold_bn(vram_engine *e, int ci, int bi, const vram__graph *like)
 {
     vram__graph *g = &e->g;
     vram__node *c = &g->nodes[ci];
     const vram__node *bn = &g->nodes[bi];
     const vram__value *w = &g->values[c->in[1]];
     int64_t c_out = w->shape.dim[0], per = vram__shape_elems(&w->shape) / c_out;
-    float *nw = malloc(w->nbytes), *nb = calloc((size_t)c_out, sizeof *nb);
-    if (!nw || !nb) {
-        free(nw);
-        free(nb);
-        return vram__fail(VRAM_EHOSTMEM, "folding a BatchNormalization: out of host memory");
+    size_t w_bytes = (size_t)(c_out * per) * sizeof(float), b_bytes = (size_t)c_out * sizeof(float);
+    char wname[256], bname[256];
+    snprintf(wname, sizeof wname, "%s/folded_w", c->name);
+    snprintf(bname, sizeof bname, "%s/folded_b", c->name);
+    int reuse = like && vram__graph_find(like, wname) >= 0 && vram__graph_find(like, bname) >= 0;
+    float *nw = NULL, *nb = NULL;
+    if (!reuse) {
+        nw = malloc(w->nbytes);
+        nb = calloc((size_t)c_out, sizeof *nb);
+        if (!nw || !nb) {
+            free(nw);
+            free(nb);
+            return vram__fail(VRAM_EHOSTMEM, "folding a BatchNormalization: out of host memory");
+        }
+        memcpy(nw, w->data, w->nbytes);
+        if (c->n_in > 2 && c->in[2] >= 0)
+            memcpy(nb, g->values[c->in[2]].data, b_bytes);
+        vram__cpu_bn_fold(c_out, per, nw, nb, g->values[bn->in[1]].data,
+                          g->values[bn->in[2]].data, g->values[bn->in[3]].data,
+                          g->values[bn->in[4]].data, vram__attr_float(bn, "epsilon", 1e-5f));
     }
-    memcpy(nw, w->data, w->nbytes);
-    if (c->n_in > 2 && c->in[2] >= 0)
-        memcpy(nb, g->values[c->in[2]].data, (size_t)c_out * sizeof *nb);
-    vram__cpu_bn_fold(c_out, per, nw, nb, g->values[bn->in[1]].data, g->values[bn->in[2]].data,
-                      g->values[bn->in[3]].data, g->values[bn->in[4]].data,
-                      vram__attr_float(bn, "epsilon", 1e-5f));
-    char name[256];
-    snprintf(name, sizeof name, "%s/folded_w", c->name);
-    vram__shape ws = w->shape;
-    int iw = vram__graph_add_value(g, name);
-    snprintf(name, sizeof name, "%s/folded_b", c->name);
-    int ib = iw < 0 ? -1 : vram__graph_add_value(g, name);
-    if (ib < 0) {
-        free(nw);
-        free(nb);
+    vram__shape ws = w->shape, bs = {1, {c_out}};
+    int iw = add_folded(g, reuse ? like : NULL, wname, &ws, (void **)&nw, w_bytes);
+    int ib = iw < 0 ? -1 : add_folded(g, reuse ? like : NULL, bname, &bs, (void **)&nb, b_bytes);
+    free(nw);
+    free(nb);
+    if (ib < 0)
         return VRAM_EHOSTMEM;
-    }
     c = &g->nodes[ci]; /* values may have moved, nodes did not; reload anyway */
-    g->values[iw].dtype = VRAM_DTYPE_FLOAT;
-    g->values[iw].shape = ws;
-    g->values[iw].data = nw;
-    g->values[iw].nbytes = (size_t)(c_out * per) * sizeof(float);
-    g->values[ib].dtype = VRAM_DTYPE_FLOAT;
-    g->values[ib].shape = (vram__shape){1, {c_out}};
-    g->values[ib].data = nb;
-    g->values[ib].nbytes = (size_t)c_out * sizeof(float);
     if (c->n_in < 3) {
         int *in = realloc(c->in, 3 * sizeof *in);
         if (!in)
@@ -540,7 +562,7 @@ static int fold_bn(vram_engine *e, int ci, int bi)
     return 0;
 }
 
-int vram__lower(vram_engine *e, const unsigned char *folded)
+int vram__lower(vram_engine *e, const unsigned char *folded, const vram__graph *like)
 {
     vram__graph *g = &e->g;
     int *readers = vram__calloc((size_t)g->n_values + 1, sizeof *readers);
@@ -559,7 +581,7 @@ int vram__lower(vram_engine *e, const unsigned char *folded)
         if ((folded && folded[i]) || strcmp(g->nodes[i].op, "BatchNormalization") ||
             !bn_foldable(g, i, readers, &ci))
             continue;
-        rc = fold_bn(e, ci, i);
+        rc = fold_bn(e, ci, i, like);
         if (!rc) {
             skip[i] = 1;
             e->fused_bn++;

@@ -165,9 +165,7 @@ int vram__sx_set_data(const vram__sx *c, int i, void *data)
         free(data);
         return 0;
     }
-    free(v->data);
-    v->data = data;
-    v->nbytes = (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype);
+    vram__value_set_data(v, data, (size_t)vram__shape_elems(&v->shape) * vram_dtype_size(v->dtype));
     return 0;
 }
 
@@ -369,9 +367,7 @@ static int reset_outputs(vram__graph *g, declared *decl, unsigned char *used)
                 return vram__fail(VRAM_EPARSE, "node '%s' (%s, node %d) writes '%s', which is a graph %s",
                                   n->name ? n->name : "", n->op, i, v->name,
                                   v->flags & VRAM__VALUE_INPUT ? "input" : "initializer");
-            free(v->data);
-            v->data = NULL;
-            v->nbytes = 0;
+            vram__value_set_data(v, NULL, 0);
             v->dtype = VRAM_DTYPE_UNDEFINED;
             v->shape.rank = -1;
         }

@@ -1,10 +1,13 @@
 /* src/engine/variants.c - one engine, every batch up to its largest. When a
- * model's inputs have a symbolic batch, the engine is built once more per
- * smaller batch - loaded, shapes inferred, lowered - and of each build only
- * its steps and its values' shapes and sizes are kept. They must line up
- * with the largest batch's: the same steps over the same values, no tensor
- * larger, and the same constants (the weights are uploaded once); then a
- * context runs any batch on the largest batch's plan and bindings. */
+ * model's inputs have a symbolic batch, each smaller batch is derived from
+ * the model as decoded once: a clone of its graph that shares the decoded
+ * weights, its shapes inferred at that batch and lowered, borrowing the
+ * largest batch's folded weights; of each only the steps and the values'
+ * shapes and sizes are kept. They must line up with the largest batch's:
+ * the same steps over the same values, no tensor larger, and the same
+ * constants (the weights are uploaded once); then a context runs any batch
+ * on the largest batch's plan and bindings, planned once for the worst
+ * case. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,9 +84,11 @@ static int check_sizes(const vram_engine *e, const vram_engine *t, const vram__v
                               g->values[i].name, (unsigned long long)v->bytes[i],
                               (long long)v->batch, (unsigned long long)pl->bytes,
                               (long long)e->batch);
+        /* Shared constants are the same bytes; folded ones are compared. */
         if (pl->loc == VRAM__LOC_WEIGHTS &&
             (!h->values[i].data || h->values[i].nbytes != g->values[i].nbytes ||
-             memcmp(h->values[i].data, g->values[i].data, g->values[i].nbytes)))
+             (h->values[i].data != g->values[i].data &&
+              memcmp(h->values[i].data, g->values[i].data, g->values[i].nbytes))))
             return vram__fail(VRAM_ENOSYS, "constant '%s' depends on the batch (it differs at "
                                            "batch %lld from batch %lld)",
                               g->values[i].name, (long long)v->batch, (long long)e->batch);
@@ -91,19 +96,19 @@ static int check_sizes(const vram_engine *e, const vram_engine *t, const vram__v
     return 0;
 }
 
-/* Build the engine at batch b < e->batch into v. */
-static int build_one(vram_engine *e, const void *bytes, size_t len, int64_t b, vram__variant *v)
+/* Build the engine at batch b < e->batch into v, from the decoded model. */
+static int build_one(vram_engine *e, const vram__graph *model, int64_t b, vram__variant *v)
 {
     vram_engine t = {.batch = b, .alignment = e->alignment, .workspace_limit = e->workspace_limit};
     unsigned char *folded = NULL;
     v->batch = b;
-    int rc = vram__onnx_load(bytes, len, &t.g);
+    int rc = vram__graph_clone(model, &t.g);
     if (!rc) {
         folded = vram__calloc((size_t)t.g.n_nodes + 1, 1);
         rc = folded ? vram__infer_shapes(&t.g, b, folded) : VRAM_EHOSTMEM;
     }
     if (!rc)
-        rc = vram__lower(&t, folded);
+        rc = vram__lower(&t, folded, &e->g);
     free(folded);
     if (!rc)
         rc = check_structure(e, &t, v);
@@ -124,39 +129,29 @@ static int build_one(vram_engine *e, const void *bytes, size_t len, int64_t b, v
 }
 
 /* Is the batch symbolic: a graph input whose first dimension the file does
- * not fix? (Read from the file: inference has filled it in since.) */
-static int dynamic_batch(const void *bytes, size_t len, int *out)
+ * not fix? */
+static int dynamic_batch(const vram__graph *model)
 {
-    vram__graph g;
-    int rc = vram__onnx_load(bytes, len, &g);
-    if (rc)
-        return rc;
-    *out = 0;
-    for (int i = 0; i < g.n_inputs; i++) {
-        const vram__value *v = &g.values[g.inputs[i]];
+    for (int i = 0; i < model->n_inputs; i++) {
+        const vram__value *v = &model->values[model->inputs[i]];
         if (v->shape.rank > 0 && v->shape.dim[0] < 0)
-            *out = 1;
+            return 1;
     }
-    vram__graph_free(&g);
     return 0;
 }
 
-int vram__variants_build(vram_engine *e, const void *bytes, size_t len)
+int vram__variants_build(vram_engine *e, const vram__graph *model)
 {
-    int dyn = 0;
-    int rc = e->batch > 1 ? dynamic_batch(bytes, len, &dyn) : 0;
-    if (rc)
-        return rc;
-    int n = dyn ? (int)e->batch : 1;
+    int n = e->batch > 1 && dynamic_batch(model) ? (int)e->batch : 1;
     e->var = vram__calloc((size_t)n, sizeof *e->var);
     if (!e->var)
         return VRAM_EHOSTMEM;
     e->n_var = n;
     vram__variant *top = &e->var[n - 1];
     *top = (vram__variant){.batch = e->batch, .steps = e->steps, .n_steps = e->n_steps};
-    rc = snapshot(e, &e->g, top);
+    int rc = snapshot(e, &e->g, top);
     for (int b = 1; !rc && b < n; b++) {
-        rc = build_one(e, bytes, len, b, &e->var[b - 1]);
+        rc = build_one(e, model, b, &e->var[b - 1]);
         if (rc)
             vram__fail_prefix(rc, "serving batches up to %lld: ", (long long)e->batch);
     }

@@ -651,6 +651,55 @@ static void test_load_valid(void **state)
     arena_reset();
 }
 
+/* A clone shares the constants and copies the rest: changing and freeing it
+ * leaves the original whole, and replacing a borrowed value's data never
+ * frees what the original owns. */
+static void test_clone(void **state)
+{
+    (void)state;
+    mb *b = valid_model();
+    vram__graph g, c;
+    load_ok(b, &g);
+    assert_int_equal(vram__graph_clone(&g, &c), 0);
+    check_graph(&c);
+    assert_int_equal(c.n_values, g.n_values);
+    assert_int_equal(c.n_nodes, g.n_nodes);
+    assert_int_equal(c.n_inputs, g.n_inputs);
+    assert_int_equal(c.n_outputs, g.n_outputs);
+    assert_int_equal(c.opset, g.opset);
+    assert_string_equal(c.producer, g.producer);
+    for (int i = 0; i < g.n_values; i++) {
+        assert_string_equal(c.values[i].name, g.values[i].name);
+        assert_ptr_not_equal(c.values[i].name, g.values[i].name);
+        assert_ptr_equal(c.values[i].data, g.values[i].data);
+        assert_int_equal(c.values[i].nbytes, g.values[i].nbytes);
+        assert_int_equal(!!(c.values[i].flags & VRAM__VALUE_BORROWED), c.values[i].data != NULL);
+        assert_false(g.values[i].flags & VRAM__VALUE_BORROWED);
+    }
+    for (int i = 0; i < g.n_nodes; i++) {
+        assert_string_equal(c.nodes[i].op, g.nodes[i].op);
+        assert_int_equal(c.nodes[i].n_attrs, g.nodes[i].n_attrs);
+        if (c.nodes[i].n_in)
+            assert_ptr_not_equal(c.nodes[i].in, g.nodes[i].in);
+    }
+    int w = vram__graph_find(&c, "W");
+    assert_true(w >= 0);
+    /* Replacing the clone's borrowed data: the original keeps its own. */
+    float *mine = malloc(sizeof W_DATA);
+    memcpy(mine, W_DATA, sizeof W_DATA);
+    mine[0] = 42.0f;
+    vram__value_set_data(&c.values[w], mine, sizeof W_DATA);
+    assert_false(c.values[w].flags & VRAM__VALUE_BORROWED);
+    assert_memory_equal(g.values[w].data, W_DATA, sizeof W_DATA);
+    c.nodes[0].in[0] = -1; /* the clone's nodes are its own */
+    assert_int_not_equal(g.nodes[0].in[0], -1);
+    vram__graph_free(&c);
+    /* Under ASan a freed borrowed constant would show here. */
+    check_graph(&g);
+    assert_memory_equal(value(&g, "W")->data, W_DATA, sizeof W_DATA);
+    vram__graph_free(&g);
+}
+
 static void test_load_variants(void **state)
 {
     (void)state;
@@ -1130,6 +1179,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dtypes_and_shapes, teardown),
         cmocka_unit_test_teardown(test_graph_values_and_attrs, teardown),
         cmocka_unit_test_teardown(test_load_valid, teardown),
+        cmocka_unit_test_teardown(test_clone, teardown),
         cmocka_unit_test_teardown(test_load_variants, teardown),
         cmocka_unit_test_teardown(test_truncated_and_garbage, teardown),
         cmocka_unit_test_teardown(test_opset_and_domain, teardown),
