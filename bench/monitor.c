@@ -148,7 +148,7 @@ static int timed_run(replay *r, double seconds, double period, run_result *out)
                         .wall_s = t - t0};
     if (m) {
         scrape s = {.len = 0};
-        vram_monitor_print_metrics(m, scrape_write, &s);
+        vram_monitor_print_metrics(m, scrape_write, &s, 0);
         out->samples = (uint64_t)metric(&s, "vram_monitor_samples_total");
         out->sample_s = metric(&s, "vram_monitor_sample_seconds_total");
         out->sample_cpu_s = metric(&s, "vram_monitor_sample_cpu_seconds_total");

@@ -97,10 +97,30 @@ extern "C" {
     X(OOM_EVENTS, oom_events, SIZE, "64", "",                                  \
       "OOM report: events each watched pool keeps (a ring) for its report")   \
     X(OOM_MAX_REPORTS, oom_max_reports, SIZE, "8", "",                         \
-      "OOM report: most reports per pool per minute; further refusals are counted")
+      "OOM report: most reports per pool per minute; further refusals are counted") \
+    X(OOM_GPU, oom_gpu, STRING, "own", "",                                     \
+      "OOM report: GPU read through NVML: own (the pool's), none, NVML index or PCI bus id") \
+    X(METRICS_GPU, metrics_gpu, STRING, "all", "",                             \
+      "metrics: GPUs read through NVML: all, none, an NVML index or a PCI bus id") \
+    X(ENGINE_EXECUTOR, engine_executor, CHOICE, "cpu", "cpu|cuda",             \
+      "engines: the executor they run on")                                     \
+    X(ENGINE_WORKSPACE, engine_workspace, STRING, "", "",                      \
+      "engines: scratch per context for the convolutions (a size; empty: the executor's)") \
+    X(ENGINE_TF32, engine_tf32, CHOICE, "off", "off|on",                       \
+      "cuda engines: let cuDNN and cuBLAS use TF32 tensor cores")              \
+    X(ENGINE_GRAPHS, engine_graphs, CHOICE, "off", "off|on",                   \
+      "cuda engines: capture each context's run into a CUDA graph and replay it") \
+    X(REPORT_MAX_POINTS, report_max_points, SIZE, "2000", "",                  \
+      "report page: most points per series (long series are downsampled)")    \
+    X(REPORT_MAX_BLOCKS, report_max_blocks, SIZE, "20000", "",                 \
+      "report page: blocks a snapshot's map draws before merging neighbours")
 
-/* The resolved values. CHOICE options hold the index into their list. */
+/* The resolved values. CHOICE options hold the index into their list. New
+ * options are added at the end: `size` (sizeof(vram_config) of the library
+ * that filled it) tells a program built against older headers how much of
+ * the struct it may read. */
 typedef struct vram_config {
+    uint32_t size;
 #define VRAM_CONFIG_FIELD_SIZE uint64_t
 #define VRAM_CONFIG_FIELD_DOUBLE double
 #define VRAM_CONFIG_FIELD_STRING const char *
@@ -149,9 +169,10 @@ VRAM_API int vram_size_parse(const char *text, uint64_t *out);
  * buf (at most cap bytes with the NUL); returns buf. */
 VRAM_API char *vram_size_format(char *buf, size_t cap, uint64_t bytes);
 
-/* Print every option: name, value, source, help; as a table or, with json
- * non-zero, a JSON object. Returns 0 or the writer's error. */
-VRAM_API int vram_config_print(vram_write_fn write, void *ctx, int json);
+/* Print every option: name, value, source, help; as a table or, with
+ * VRAM_PRINT_JSON, a JSON object (the configuration is process-wide, so no
+ * object comes first). Returns 0 or the writer's error. */
+VRAM_API int vram_config_print(vram_write_fn write, void *ctx, unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -50,16 +50,15 @@
 extern "C" {
 #endif
 
-/* Which GPUs the exposition reads through NVML (vram_metrics_opts.gpu). */
-#define VRAM_METRICS_GPU_ALL (-1)  /* every GPU NVML sees */
-#define VRAM_METRICS_GPU_NONE (-2) /* none: no NVML call, no GPU families */
-
 typedef struct vram_metrics_opts {
     /* What is exposed. */
     vram_pool *const *pools; /* pools exposed from the start; the array is copied */
     size_t n_pools;
     vram_monitor *monitor;   /* its families too; NULL: none. Must outlive the server */
-    int gpu;                 /* an NVML index, VRAM_METRICS_GPU_ALL (default) or _NONE */
+    int gpu;                 /* GPUs read (vramkit/nvml.h): VRAM_GPU_ALL (default),
+                                VRAM_GPU_NONE (no NVML call, no GPU families) or
+                                an NVML index */
+    const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead */
     /* The server. */
     const char *address;     /* IPv4 or IPv6 literal to bind; NULL: VRAM_METRICS_ADDRESS */
     unsigned port;           /* TCP port; 0: a free one, read with vram_metrics_port() */
@@ -80,7 +79,8 @@ VRAM_API int vram_metrics_opts_init(vram_metrics_opts *opts);
  * statistics are read under its lock, so pools may be in use meanwhile.
  * Returns 0, VRAM_EINVAL (NULL arguments, a NULL pool, two pools of one
  * name), or the error of the writer or of the monitor. */
-VRAM_API int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx);
+VRAM_API int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx,
+                                unsigned flags);
 
 typedef struct vram_metrics vram_metrics;
 
@@ -102,7 +102,8 @@ VRAM_API int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
 
 /* The exposition the server would answer now, through `write`. The server's
  * lock is held while `write` runs: it must not add or remove pools. */
-VRAM_API int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx);
+VRAM_API int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx,
+                                unsigned flags);
 
 /* Stop: close the socket, finish the requests in flight, join the threads
  * and free the server. NULL is accepted. Returns 0. */

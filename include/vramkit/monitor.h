@@ -79,7 +79,8 @@ typedef struct vram_monitor_opts {
     uint32_t ring_samples;     /* samples kept for reading back and the trend (>= 3) */
     const char *csv_path;      /* write samples here as CSV; NULL/"": no */
     const char *jsonl_path;    /* write samples and alerts as JSON Lines; NULL/"": no */
-    int gpu_index;             /* NVML index of the GPU to read; -1: none */
+    int gpu;                   /* the GPU to read: an NVML index or VRAM_GPU_NONE
+                                  (vramkit/nvml.h; the monitor reads one GPU) */
     const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead */
     /* Leak verdict: the slope of live bytes over the samples kept, after
      * skipping the first warmup_fraction of all the samples taken. */
@@ -214,7 +215,8 @@ VRAM_API int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vra
 /* The monitor's own Prometheus families (text exposition 0.0.4): samples
  * taken, sampling time, alerts raised and active, and per pool the slope of
  * live bytes, its confidence and the verdict. */
-VRAM_API int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx);
+VRAM_API int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx,
+                                       unsigned flags);
 
 VRAM_API const char *vram_alert_type_name(vram_alert_type type);
 VRAM_API const char *vram_alert_level_name(vram_alert_level level);

@@ -25,6 +25,24 @@
 extern "C" {
 #endif
 
+/* Which GPU an instrument reads through NVML (the monitor, the metrics
+ * exposition, OOM reports; their options' `gpu`): an NVML index (0, 1, ...)
+ * or one of these. Each instrument's options also take a PCI bus id, which
+ * wins when set. */
+typedef enum vram_gpu_pick {
+    VRAM_GPU_NONE = -1, /* none: no NVML call, no GPU figures */
+    VRAM_GPU_ALL = -2,  /* every GPU NVML sees (the metrics exposition) */
+    VRAM_GPU_OWN = -3,  /* the GPU of the pool's backend (OOM reports; none for
+                           a pool that is not on a GPU) */
+} vram_gpu_pick;
+
+/* The text forms the options and the command line take: "none", "all",
+ * "own", an NVML index ("0") or a PCI bus id ("0000:19:00.0", anything
+ * else of the form dddd:bb:dd.f). *gpu gets the pick; *pci_bus_id (may be
+ * NULL) points into `text` for a PCI bus id and is NULL otherwise.
+ * VRAM_EINVAL naming the text for anything else. */
+VRAM_API int vram_gpu_parse(const char *text, int *gpu, const char **pci_bus_id);
+
 /* The most processes one vram_gpu_memory lists (those using the most memory
  * first); n_processes_total says how many there were. */
 #define VRAM_GPU_MAX_PROCESSES 64

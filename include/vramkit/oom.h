@@ -115,8 +115,9 @@ typedef struct vram_oom_opts {
                                  at most 2^24) */
     vram_monitor *monitor;    /* trend of this pool's live bytes; NULL: none. It must
                                  outlive the watch */
-    int gpu_index;            /* NVML index of the GPU to read; -1 (default): the
-                                 pool's own GPU when its backend is a GPU one, else none */
+    int gpu;                  /* the GPU to read (vramkit/nvml.h): VRAM_GPU_OWN, the
+                                 pool's own when its backend is a GPU one (else
+                                 none); an NVML index; or VRAM_GPU_NONE */
     const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead */
     uint32_t max_reports;     /* most reports per window (>= 1) */
     double window_s;          /* the rate limit's window (> 0) */
@@ -126,7 +127,7 @@ typedef struct vram_oom_opts {
 
 /* Fill opts from the configuration: directory VRAM_OOM_DIR (may be empty),
  * last_events VRAM_OOM_EVENTS, max_reports VRAM_OOM_MAX_REPORTS per
- * window_s 60, gpu_index -1, no monitor, no callback. Returns 0 or
+ * window_s 60, gpu VRAM_OOM_GPU ("own"), no monitor, no callback. Returns 0 or
  * VRAM_EINVAL when an environment variable is malformed. */
 VRAM_API int vram_oom_opts_init(vram_oom_opts *opts);
 

@@ -68,14 +68,12 @@ VRAM_API int vram_report_add_data(vram_report *r, const char *name, const void *
 /* Number of inputs added. */
 VRAM_API size_t vram_report_inputs(const vram_report *r);
 
-/* The page's data: one JSON object (inputs, series, snapshots, OOM reports)
- * as the page's script reads it. Returns 0 or the writer's error. */
-VRAM_API int vram_report_print_json(vram_report *r, vram_write_fn write, void *ctx);
-
-/* The whole page. VRAM_ENOSYS if this library was built without the page's
- * JavaScript (web/node_modules missing at build time; the sentence says
- * how to get it); else 0 or the writer's error. */
-VRAM_API int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx);
+/* The whole page (flags 0), or with VRAM_PRINT_JSON the page's data: one
+ * JSON object (inputs, series, snapshots, OOM reports) as the page's script
+ * reads it. The page is VRAM_ENOSYS if this library was built without its
+ * JavaScript (web/node_modules missing at build time; the sentence says how
+ * to get it); else 0 or the writer's error. */
+VRAM_API int vram_report_print(vram_report *r, vram_write_fn write, void *ctx, unsigned flags);
 
 /* Write the page to `path` through a temporary file in the same directory,
  * renamed over `path` only once complete: on any error `path` is untouched

@@ -90,13 +90,17 @@ VRAM_API int vram_kind_stats_get(vram_pool *pool, vram_kind kind, vram_usage_sta
 VRAM_API void vram_pool_reset_peaks(vram_pool *pool);
 
 /* Print the pool's statistics, every owner, every kind and the histogram: a
- * text table or, with json non-zero, one JSON object. */
-VRAM_API int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx, int json);
+ * text table or, with VRAM_PRINT_JSON, one JSON object. Built under the
+ * pool's lock, written after it. */
+VRAM_API int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx,
+                                   unsigned flags);
 
 /* Write a JSON snapshot: settings, segments (for vmm: mapped runs), every
  * block (address, size, requested size, owner, kind, state, stream), and
  * per-owner and per-kind totals. Consistent: taken under the pool's lock. */
-VRAM_API int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx);
+/* flags: 0 (a snapshot is JSON whatever they say; VRAM_PRINT_JSON is
+ * accepted). Built under the pool's lock, written after it. */
+VRAM_API int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx, unsigned flags);
 
 #ifdef __cplusplus
 }

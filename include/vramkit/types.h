@@ -20,6 +20,11 @@ typedef void *vram_stream;
  * aborts the printing and is returned by the printing function. */
 typedef int (*vram_write_fn)(void *ctx, const char *data, size_t len);
 
+/* The flags of every print function. They all take (object, write, ctx,
+ * flags), write through `write`, and return 0, the writer's error, or
+ * VRAM_EINVAL for flags they do not know. */
+#define VRAM_PRINT_JSON 0x1u /* one JSON object (and a newline) instead of text */
+
 /* A vram_write_fn writing to a FILE * passed as ctx. */
 VRAM_API int vram_write_stdio(void *file, const char *data, size_t len);
 

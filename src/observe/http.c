@@ -39,6 +39,7 @@ struct vram_metrics {
     size_t n_pools, cap_pools;
     vram_monitor *monitor;
     int gpu;
+    char *gpu_pci;
     unsigned port;
     /* libmicrohttpd's messages while it starts, for the error sentence. */
     pthread_mutex_t log_lock;
@@ -122,7 +123,8 @@ static enum MHD_Result serve_metrics(vram_metrics *m, struct MHD_Connection *c)
 {
     vram_buffer b = {0};
     pthread_rwlock_rdlock(&m->lock);
-    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, vram_write_buffer, &b);
+    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, m->gpu_pci,
+                                 vram_write_buffer, &b);
     pthread_rwlock_unlock(&m->lock);
     if (rc) {
         free(b.data);
@@ -141,7 +143,7 @@ static enum MHD_Result serve_snapshot(vram_metrics *m, struct MHD_Connection *c)
         for (size_t i = 0; i < m->n_pools && !found; i++)
             if (strcmp(vram_pool_name(m->pools[i]), want) == 0) {
                 found = 1;
-                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b);
+                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b, 0);
             }
     } else {
         rc = vram_write_buffer(&b, "[", 1);
@@ -149,7 +151,7 @@ static enum MHD_Result serve_snapshot(vram_metrics *m, struct MHD_Connection *c)
             if (i)
                 rc = vram_write_buffer(&b, ",", 1);
             if (!rc)
-                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b);
+                rc = vram_pool_snapshot(m->pools[i], vram_write_buffer, &b, 0);
         }
         if (!rc)
             rc = vram_write_buffer(&b, "]\n", 2);
@@ -216,12 +218,7 @@ static int check_limits(const vram_metrics_opts *o)
         return vram__fail(VRAM_EINVAL,
                           "metrics server: %zu bytes for a request; between 4096 and 1048576",
                           o->max_header_bytes);
-    if (o->gpu < VRAM_METRICS_GPU_NONE)
-        return vram__fail(VRAM_EINVAL,
-                          "metrics server: gpu %d is neither an NVML index nor "
-                          "VRAM_METRICS_GPU_ALL/NONE",
-                          o->gpu);
-    return 0;
+    return vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
 }
 
 static void destroy(vram_metrics *m)
@@ -229,6 +226,7 @@ static void destroy(vram_metrics *m)
     pthread_rwlock_destroy(&m->lock);
     pthread_mutex_destroy(&m->log_lock);
     free(m->pools);
+    free(m->gpu_pci);
     free(m);
 }
 
@@ -274,6 +272,10 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
     pthread_mutex_init(&m->log_lock, NULL);
     m->monitor = opts->monitor;
     m->gpu = opts->gpu;
+    if (opts->gpu_pci_bus_id && !(m->gpu_pci = vram__strdup(opts->gpu_pci_bus_id))) {
+        destroy(m);
+        return VRAM_EHOSTMEM;
+    }
     if (opts->n_pools) {
         m->pools = vram__calloc(opts->n_pools, sizeof *m->pools);
         if (!m->pools) {
@@ -369,12 +371,14 @@ int vram_metrics_remove_pool(vram_metrics *m, vram_pool *pool)
                               vram_pool_name(pool));
 }
 
-int vram_metrics_write(vram_metrics *m, vram_write_fn write, void *ctx)
+int vram_metrics_write(vram_metrics *m, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!m || !write)
-        return vram__fail(VRAM_EINVAL, "vram_metrics_write: server and write are required");
+    if (!m || !write || flags)
+        return vram__fail(VRAM_EINVAL, "vram_metrics_write: server and write are required, and "
+                                       "flags 0 (the exposition is text)");
     pthread_rwlock_rdlock(&m->lock);
-    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, write, ctx);
+    int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, m->gpu_pci, write,
+                                 ctx);
     pthread_rwlock_unlock(&m->lock);
     return rc;
 }

@@ -160,15 +160,26 @@ static void print_pools(vram__prom *e, const pool_data *d, size_t n)
 
 /* ---- the GPUs ---- */
 
-/* NVML's readings of the GPUs `which` selects: *n read, or none and the
- * reason in `why`. */
-static vram_gpu_memory *read_gpus(int which, unsigned *n, char *why, size_t why_cap)
+int vram__metrics_check_gpu(int gpu, const char *pci_bus_id)
+{
+    if (pci_bus_id || gpu >= 0 || gpu == VRAM_GPU_ALL || gpu == VRAM_GPU_NONE)
+        return 0;
+    return vram__fail(VRAM_EINVAL, "metrics: gpu %d is none of an NVML index, VRAM_GPU_ALL and "
+                                   "VRAM_GPU_NONE (the exposition is not one pool's)", gpu);
+}
+
+/* NVML's readings of the GPUs `which` (or the one at `pci`) selects: *n
+ * read, or none and the reason in `why`. */
+static vram_gpu_memory *read_gpus(int which, const char *pci, unsigned *n, char *why,
+                                  size_t why_cap)
 {
     *n = 0;
     why[0] = '\0';
     int count = 0, first = which;
     int rc = 0;
-    if (which == VRAM_METRICS_GPU_ALL) {
+    if (pci) {
+        count = 1;
+    } else if (which == VRAM_GPU_ALL) {
         rc = vram_gpu_count(&count);
         first = 0;
     } else {
@@ -184,7 +195,7 @@ static vram_gpu_memory *read_gpus(int which, unsigned *n, char *why, size_t why_
         return NULL;
     }
     for (int i = 0; i < count; i++) {
-        rc = vram_gpu_memory_read(first + i, &g[*n]);
+        rc = pci ? vram_gpu_memory_read_pci(pci, &g[*n]) : vram_gpu_memory_read(first + i, &g[*n]);
         if (rc) /* keep the first reason; the other GPUs may still be read */
             snprintf(why + strlen(why), why_cap - strlen(why), "%s%s", why[0] ? "; " : "",
                      vram_last_error());
@@ -194,13 +205,13 @@ static vram_gpu_memory *read_gpus(int which, unsigned *n, char *why, size_t why_
     return g;
 }
 
-static void print_gpus(vram__prom *e, int which)
+static void print_gpus(vram__prom *e, int which, const char *pci)
 {
-    if (which == VRAM_METRICS_GPU_NONE)
+    if (which == VRAM_GPU_NONE && !pci)
         return;
     char why[512];
     unsigned n;
-    vram_gpu_memory *g = read_gpus(which, &n, why, sizeof why);
+    vram_gpu_memory *g = read_gpus(which, pci, &n, why, sizeof why);
     vram__prom_family(e, "vram_nvml_available", "gauge",
                       "1 when NVML answered for the GPUs below, 0 when it could not (no GPU families then)");
     vram__prom_sample_u64(e, "vram_nvml_available", NULL, 0, n > 0);
@@ -307,7 +318,7 @@ int vram__metrics_check_pools(vram_pool *const *pools, size_t n)
 }
 
 int vram__metrics_print(vram_pool *const *pools, size_t n, vram_monitor *monitor, int gpu,
-                        vram_write_fn write, void *ctx)
+                        const char *pci_bus_id, vram_write_fn write, void *ctx)
 {
     pool_data *d = n ? vram__calloc(n, sizeof *d) : NULL;
     if (n && !d)
@@ -318,9 +329,9 @@ int vram__metrics_print(vram_pool *const *pools, size_t n, vram_monitor *monitor
     vram__prom e = {.write = write, .ctx = ctx};
     if (!rc) {
         print_pools(&e, d, n);
-        print_gpus(&e, gpu);
+        print_gpus(&e, gpu, pci_bus_id);
         if (!e.rc && monitor)
-            e.rc = vram_monitor_print_metrics(monitor, write, ctx);
+            e.rc = vram_monitor_print_metrics(monitor, write, ctx, 0);
         rc = e.rc;
     }
     for (size_t i = 0; i < n; i++) {
@@ -338,23 +349,35 @@ int vram_metrics_opts_init(vram_metrics_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_metrics_opts){
-        .gpu = VRAM_METRICS_GPU_ALL,
+        .gpu = VRAM_GPU_ALL,
         .address = c->metrics_address,
         .port = c->metrics_port > 65535 ? 0 : (unsigned)c->metrics_port,
     };
+    const char *g = c->metrics_gpu && *c->metrics_gpu ? c->metrics_gpu : "all";
+    int prc = vram_gpu_parse(g, &o->gpu, &o->gpu_pci_bus_id);
+    if (!prc)
+        prc = vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
+    if (prc) {
+        o->gpu = VRAM_GPU_ALL;
+        o->gpu_pci_bus_id = NULL;
+        if (!rc)
+            rc = vram__fail_prefix(prc, "VRAM_METRICS_GPU: ");
+    }
     if (!rc && c->metrics_port > 65535)
         rc = vram__fail(VRAM_EINVAL, "VRAM_METRICS_PORT %llu is above 65535",
                         (unsigned long long)c->metrics_port);
     return rc;
 }
 
-int vram_metrics_print(const vram_metrics_opts *o, vram_write_fn write, void *ctx)
+int vram_metrics_print(const vram_metrics_opts *o, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!o || !write)
-        return vram__fail(VRAM_EINVAL, "vram_metrics_print: opts and write are required");
-    if (o->gpu < VRAM_METRICS_GPU_NONE)
-        return vram__fail(VRAM_EINVAL, "vram_metrics_print: gpu %d is neither an NVML index nor "
-                                       "VRAM_METRICS_GPU_ALL/NONE", o->gpu);
-    int rc = vram__metrics_check_pools(o->pools, o->n_pools);
-    return rc ? rc : vram__metrics_print(o->pools, o->n_pools, o->monitor, o->gpu, write, ctx);
+    if (!o || !write || flags)
+        return vram__fail(VRAM_EINVAL, "vram_metrics_print: opts and write are required, and "
+                                       "flags 0 (the exposition is text)");
+    int rc = vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
+    if (!rc)
+        rc = vram__metrics_check_pools(o->pools, o->n_pools);
+    return rc ? rc
+              : vram__metrics_print(o->pools, o->n_pools, o->monitor, o->gpu, o->gpu_pci_bus_id,
+                                    write, ctx);
 }

@@ -76,7 +76,7 @@ int vram_monitor_opts_init(vram_monitor_opts *o)
     *o = (vram_monitor_opts){
         .period_s = c->monitor_period,
         .ring_samples = c->monitor_ring > RING_MAX ? RING_MAX : (uint32_t)c->monitor_ring,
-        .gpu_index = 0,
+        .gpu = 0,
         .warmup_fraction = c->monitor_warmup,
         .min_samples = c->monitor_min_samples > 1000000 ? 1000000u
                                                          : (uint32_t)c->monitor_min_samples,
@@ -90,23 +90,24 @@ int vram_monitor_opts_init(vram_monitor_opts *o)
         .clear_ratio = c->monitor_clear,
         .hold_samples = c->monitor_hold > 1000000 ? 1000000u : (uint32_t)c->monitor_hold,
     };
-    const char *g = c->monitor_gpu ? c->monitor_gpu : "";
-    if (!*g || strcasecmp(g, "none") == 0) {
-        o->gpu_index = -1;
-    } else {
-        char *end;
-        errno = 0;
-        long v = strtol(g, &end, 10);
-        if (!*end && !errno && v >= 0 && v < 1024)
-            o->gpu_index = (int)v;
-        else
-            o->gpu_pci_bus_id = g;
+    const char *g = c->monitor_gpu && *c->monitor_gpu ? c->monitor_gpu : "none";
+    int prc = vram_gpu_parse(g, &o->gpu, &o->gpu_pci_bus_id);
+    if (!prc && o->gpu < VRAM_GPU_NONE)
+        prc = vram__fail(VRAM_EINVAL, "the monitor reads one GPU, not \"%s\"", g);
+    if (prc) {
+        o->gpu = VRAM_GPU_NONE;
+        o->gpu_pci_bus_id = NULL;
+        if (!rc)
+            rc = vram__fail_prefix(prc, "VRAM_MONITOR_GPU: ");
     }
     return rc;
 }
 
 static int check_opts(const vram_monitor_opts *o)
 {
+    if (o->gpu < VRAM_GPU_NONE && !(o->gpu_pci_bus_id && *o->gpu_pci_bus_id))
+        return vram__fail(VRAM_EINVAL, "the monitor reads one GPU: an NVML index, a PCI bus id or "
+                                       "VRAM_GPU_NONE, not %d", o->gpu);
     if (!o->manual && !(o->period_s > 0 && o->period_s <= 86400))
         return vram__fail(VRAM_EINVAL, "monitor period %g s must be above 0 and at most a day",
                           o->period_s);
@@ -214,12 +215,12 @@ static double wall_now(void)
 /* The GPU, through NVML, into m->sg (or the reason there is none). */
 static void read_gpu(vram_monitor *m, vram_sample *s)
 {
-    if (m->o.gpu_index < 0 && !m->gpu_pci) {
+    if (m->o.gpu < 0 && !m->gpu_pci) {
         s->gpu_unavailable = "no GPU is read (the monitor's GPU option is none)";
         return;
     }
     int rc = m->gpu_pci ? vram_gpu_memory_read_pci(m->gpu_pci, &m->gm)
-                        : vram_gpu_memory_read(m->o.gpu_index, &m->gm);
+                        : vram_gpu_memory_read(m->o.gpu, &m->gm);
     if (rc) {
         snprintf(m->gpu_reason, sizeof m->gpu_reason, "%s", vram_last_error());
         s->gpu_unavailable = m->gpu_reason;
@@ -806,10 +807,11 @@ int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_l
 
 /* ---- metrics ---- */
 
-int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx)
+int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!m || !write)
-        return vram__fail(VRAM_EINVAL, "vram_monitor_print_metrics: monitor and writer are required");
+    if (!m || !write || flags)
+        return vram__fail(VRAM_EINVAL, "vram_monitor_print_metrics: monitor and writer are "
+                                       "required, and flags 0 (the exposition is text)");
     /* Written into memory under data_lock, and through `write` after it. */
     vram_buffer b = {0};
     vram__prom p = {.write = vram_write_buffer, .ctx = &b};

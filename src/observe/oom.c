@@ -28,7 +28,7 @@ typedef struct watch {
     uint32_t last_events;
     char *dir;
     vram_monitor *monitor;
-    int gpu_index;           /* NVML index, or -1 */
+    int gpu;                 /* NVML index, or VRAM_GPU_NONE */
     char *pci;               /* or this PCI bus id (NULL) */
     char gpu_why[256];       /* why no GPU is read, when neither is set */
     int pool_on_gpu;         /* the pool's backend is a GPU one */
@@ -86,10 +86,20 @@ int vram_oom_opts_init(vram_oom_opts *o)
     *o = (vram_oom_opts){
         .directory = c->oom_dir,
         .last_events = c->oom_events > UINT32_MAX ? UINT32_MAX : (uint32_t)c->oom_events,
-        .gpu_index = -1,
+        .gpu = VRAM_GPU_OWN,
         .max_reports = c->oom_max_reports > UINT32_MAX ? UINT32_MAX : (uint32_t)c->oom_max_reports,
         .window_s = 60.0,
     };
+    const char *g = c->oom_gpu && *c->oom_gpu ? c->oom_gpu : "own";
+    int prc = vram_gpu_parse(g, &o->gpu, &o->gpu_pci_bus_id);
+    if (!prc && o->gpu == VRAM_GPU_ALL)
+        prc = vram__fail(VRAM_EINVAL, "an OOM report reads one GPU, not \"%s\"", g);
+    if (prc) {
+        o->gpu = VRAM_GPU_OWN;
+        o->gpu_pci_bus_id = NULL;
+        if (!rc)
+            rc = vram__fail_prefix(prc, "VRAM_OOM_GPU: ");
+    }
     return rc;
 }
 
@@ -161,12 +171,12 @@ static int on_detach(void *ctx, vram_pool *pool)
 static void read_gpu(const watch *w, const vram__oom_capture *cap, vram__oom_extra *x)
 {
     vram__oom_facts *f = &x->facts;
-    if (!w->pci && w->gpu_index < 0) {
+    if (!w->pci && w->gpu < 0) {
         snprintf(x->gpu_why, sizeof x->gpu_why, "%s", w->gpu_why);
         return;
     }
     vram__oom_gpu_reader rd = gpu_reader ? gpu_reader : nvml_reader;
-    int rc = rd(w->pci, w->gpu_index, &x->gpu);
+    int rc = rd(w->pci, w->gpu, &x->gpu);
     if (rc) {
         snprintf(x->gpu_why, sizeof x->gpu_why, "%s", vram_last_error());
         if (!x->gpu_why[0])
@@ -395,8 +405,8 @@ static void pick_gpu(watch *w, vram_pool *pool)
             return;
     }
     snprintf(w->gpu_why, sizeof w->gpu_why,
-             "no GPU to read: the pool's backend (%s) is %s, and the OOM options name no GPU "
-             "(gpu_index, gpu_pci_bus_id)",
+             "no GPU to read: the pool's backend (%s) is %s, and the OOM options name no other "
+             "(gpu, gpu_pci_bus_id)",
              vram_backend_name(b),
              vram_backend_is_gpu(b) ? "a GPU one whose device is unknown" : "not a GPU");
 }
@@ -412,6 +422,10 @@ static int check_opts(vram_pool *pool, const vram_oom_opts *o)
     if (!(o->window_s > 0) || !isfinite(o->window_s))
         return vram__fail(VRAM_EINVAL, "pool \"%s\": window_s %g must be a positive number",
                           vram_pool_name(pool), o->window_s);
+    if (o->gpu < VRAM_GPU_OWN || o->gpu == VRAM_GPU_ALL)
+        return vram__fail(VRAM_EINVAL, "pool \"%s\": an OOM report reads one GPU: an NVML index, "
+                                       "a PCI bus id, VRAM_GPU_OWN or VRAM_GPU_NONE, not %d",
+                          vram_pool_name(pool), o->gpu);
     if (o->last_events > (1u << 24))
         return vram__fail(VRAM_EINVAL, "pool \"%s\": last_events %u is more than %u",
                           vram_pool_name(pool), o->last_events, 1u << 24);
@@ -435,7 +449,7 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
     w->pool_on_gpu = vram_backend_is_gpu(vram_pool_backend(pool));
     w->dir = vram__strdup(o->directory);
     w->monitor = o->monitor;
-    w->gpu_index = o->gpu_pci_bus_id ? -1 : o->gpu_index;
+    w->gpu = o->gpu_pci_bus_id || o->gpu < 0 ? VRAM_GPU_NONE : o->gpu;
     w->max_reports = o->max_reports;
     w->window_s = o->window_s;
     w->on_report = o->on_report;
@@ -444,8 +458,10 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
     rc = w->dir ? 0 : VRAM_EHOSTMEM;
     if (!rc && o->gpu_pci_bus_id && !(w->pci = vram__strdup(o->gpu_pci_bus_id)))
         rc = VRAM_EHOSTMEM;
-    if (!rc && !w->pci && w->gpu_index < 0)
+    if (!rc && !w->pci && o->gpu == VRAM_GPU_OWN)
         pick_gpu(w, pool);
+    else if (!rc && !w->pci && o->gpu == VRAM_GPU_NONE)
+        snprintf(w->gpu_why, sizeof w->gpu_why, "no GPU is read (the OOM options say none)");
     pthread_mutex_lock(&registry_lock);
     if (!rc && registry_find(pool))
         rc = vram__fail(VRAM_EBUSY, "pool \"%s\" already has an OOM watch (unwatch it first)",

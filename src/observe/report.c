@@ -761,20 +761,11 @@ static int print_data(vram_report *r, vram_write_fn write, void *ctx, int for_ht
     return rc;
 }
 
-int vram_report_print_json(vram_report *r, vram_write_fn write, void *ctx)
-{
-    if (!r || !write)
-        return vram__fail(VRAM_EINVAL, "vram_report_print_json: report and write are required");
-    return print_data(r, write, ctx, 0);
-}
-
 #define PAGE_PLACEHOLDER "@VRAM_REPORT_DATA@"
 #define PAGE_UNAVAILABLE "VRAM_REPORT_PAGE_UNAVAILABLE:"
 
-int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx)
+static int print_page(vram_report *r, vram_write_fn write, void *ctx)
 {
-    if (!r || !write)
-        return vram__fail(VRAM_EINVAL, "vram_report_print_html: report and write are required");
     const char *page = (const char *)vram__report_page;
     size_t n = vram__report_page_size;
     if (n >= strlen(PAGE_UNAVAILABLE) && memcmp(page, PAGE_UNAVAILABLE, strlen(PAGE_UNAVAILABLE)) == 0)
@@ -798,6 +789,14 @@ int vram_report_print_html(vram_report *r, vram_write_fn write, void *ctx)
         rc = write(ctx, tail, (size_t)(page + n - tail));
     }
     return rc;
+}
+
+int vram_report_print(vram_report *r, vram_write_fn write, void *ctx, unsigned flags)
+{
+    if (!r || !write || (flags & ~VRAM_PRINT_JSON))
+        return vram__fail(VRAM_EINVAL, "vram_report_print: report, write and known flags are "
+                                       "required");
+    return flags & VRAM_PRINT_JSON ? print_data(r, write, ctx, 0) : print_page(r, write, ctx);
 }
 
 typedef struct file_sink {
@@ -840,7 +839,7 @@ int vram_report_write(vram_report *r, const char *path)
     } else {
         /* mkstemp makes the file 0600; a page is for sharing. */
         fchmod(fd, 0644);
-        rc = vram_report_print_html(r, sink_write, &s);
+        rc = vram_report_print(r, sink_write, &s, 0);
         if (rc == VRAM_EIO && s.err)
             rc = vram__fail(VRAM_EIO, "cannot write %s: %s", tmp, strerror(s.err));
         if (fflush(s.f) != 0 && !rc)

@@ -36,14 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (vram_report_inputs(r) != 1 || !memchr(info.summary, '\0', sizeof info.summary))
         abort();
     vram_buffer s = {0};
-    if (vram_report_print_json(r, vram_write_buffer, &s))
+    if (vram_report_print(r, vram_write_buffer, &s, VRAM_PRINT_JSON))
         abort();
     cJSON *j = cJSON_Parse(s.data);
     if (!j)
         abort();
     cJSON_Delete(j);
     s.len = 0;
-    rc = vram_report_print_html(r, vram_write_buffer, &s);
+    rc = vram_report_print(r, vram_write_buffer, &s, 0);
     if (rc == 0) {
         const char *at = strstr(s.data, "id=\"vram-report-data\">");
         const char *end = at ? strstr(at, "</script>") : NULL;

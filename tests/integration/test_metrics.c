@@ -10,7 +10,7 @@
  *  - two pools share each family; NULL, listed twice or same-named pools
  *    are refused with VRAM_EINVAL;
  *  - NVML: without it, vram_nvml_available is 0 with the reason and no
- *    vram_gpu_ family is written; with VRAM_METRICS_GPU_NONE and no pool
+ *    vram_gpu_ family is written; with VRAM_GPU_NONE and no pool
  *    nothing at all (a family without samples is left out whole);
  *  - a monitor's families follow the pools' and pass promtool too;
  *  - a writer's error stops the printing and is returned. */
@@ -75,7 +75,7 @@ static char *print_pools(vram_pool **pools, size_t n, int gpu, vram_monitor *m)
     o.gpu = gpu;
     o.monitor = m;
     vram_buffer b = {0};
-    int rc = vram_metrics_print(&o, vram_write_buffer, &b);
+    int rc = vram_metrics_print(&o, vram_write_buffer, &b, 0);
     if (rc)
         fail_msg("vram_metrics_print: %s", vram_last_error());
     return b.data ? b.data : strdup("");
@@ -99,7 +99,7 @@ static void test_pool_families(void **state)
     fixture f;
     make_pool(&f, "svc", "cam07");
     vram_pool *pools[] = {f.pool};
-    char *text = print_pools(pools, 1, VRAM_METRICS_GPU_NONE, NULL);
+    char *text = print_pools(pools, 1, VRAM_GPU_NONE, NULL);
     exposition x;
     check_exposition(text, &x);
 
@@ -202,7 +202,7 @@ static void test_escaping(void **state)
     fixture f;
     make_pool(&f, "a\"b\\c", "cam\n07 \"north\"");
     vram_pool *pools[] = {f.pool};
-    char *text = print_pools(pools, 1, VRAM_METRICS_GPU_NONE, NULL);
+    char *text = print_pools(pools, 1, VRAM_GPU_NONE, NULL);
     exposition x;
     check_exposition(text, &x); /* would fail on a raw newline or quote */
     assert_true(value(text, "vram_pool_live_bytes{pool=\"a\\\"b\\\\c\"}") > 0);
@@ -220,7 +220,7 @@ static void test_two_pools_and_refusals(void **state)
     make_pool(&b, "second", "cam08");
     make_pool(&c, "first", "cam09");
     vram_pool *two[] = {a.pool, b.pool};
-    char *text = print_pools(two, 2, VRAM_METRICS_GPU_NONE, NULL);
+    char *text = print_pools(two, 2, VRAM_GPU_NONE, NULL);
     exposition x;
     check_exposition(text, &x);
     assert_int_equal(find_family(&x, "vram_pool_live_bytes")->samples, 2);
@@ -231,26 +231,26 @@ static void test_two_pools_and_refusals(void **state)
 
     vram_metrics_opts o;
     assert_int_equal(vram_metrics_opts_init(&o), 0);
-    o.gpu = VRAM_METRICS_GPU_NONE;
+    o.gpu = VRAM_GPU_NONE;
     vram_buffer m = {0};
     vram_pool *same[] = {a.pool, c.pool};
     o.pools = same;
     o.n_pools = 2;
-    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m, 0), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "both named \"first\""));
     vram_pool *twice[] = {a.pool, a.pool};
     o.pools = twice;
-    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m, 0), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "listed twice"));
     vram_pool *null[] = {a.pool, NULL};
     o.pools = null;
-    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m, 0), VRAM_EINVAL);
     o.pools = NULL;
-    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m, 0), VRAM_EINVAL);
     o.n_pools = 0;
     o.gpu = -3;
-    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m), VRAM_EINVAL);
-    assert_int_equal(vram_metrics_print(NULL, vram_write_buffer, &m), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(&o, vram_write_buffer, &m, 0), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_print(NULL, vram_write_buffer, &m, 0), VRAM_EINVAL);
     assert_int_equal(m.len, 0);
     free(m.data);
     drop_pool(&a);
@@ -262,7 +262,7 @@ static void test_gpu(void **state)
 {
     int count = 0;
     int nvml = vram_gpu_count(&count) == 0 && count > 0;
-    char *text = print_pools(NULL, 0, VRAM_METRICS_GPU_ALL, NULL);
+    char *text = print_pools(NULL, 0, VRAM_GPU_ALL, NULL);
     exposition x;
     check_exposition(text, &x);
     assert_true(value(text, "vram_nvml_available") == (nvml ? 1 : 0));
@@ -277,7 +277,7 @@ static void test_gpu(void **state)
     promtool_check(text);
     free(text);
 
-    text = print_pools(NULL, 0, VRAM_METRICS_GPU_NONE, NULL);
+    text = print_pools(NULL, 0, VRAM_GPU_NONE, NULL);
     assert_string_equal(text, "");
     free(text);
 }
@@ -289,7 +289,7 @@ static void test_monitor(void **state)
     vram_monitor_opts mo;
     assert_int_equal(vram_monitor_opts_init(&mo), 0);
     mo.manual = 1;
-    mo.gpu_index = -1;
+    mo.gpu = -1;
     mo.gpu_pci_bus_id = NULL;
     mo.csv_path = mo.jsonl_path = NULL;
     vram_monitor *m;
@@ -299,7 +299,7 @@ static void test_monitor(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(vram_monitor_sample(m, i), 0);
     vram_pool *pools[] = {f.pool};
-    char *text = print_pools(pools, 1, VRAM_METRICS_GPU_NONE, m);
+    char *text = print_pools(pools, 1, VRAM_GPU_NONE, m);
     exposition x;
     check_exposition(text, &x);
     assert_non_null(find_family(&x, "vram_pool_live_bytes"));
@@ -337,14 +337,14 @@ static void test_writer_error(void **state)
     assert_int_equal(vram_metrics_opts_init(&o), 0);
     o.pools = pools;
     o.n_pools = 1;
-    o.gpu = VRAM_METRICS_GPU_NONE;
+    o.gpu = VRAM_GPU_NONE;
     failing fw = {.budget = 1000};
-    assert_int_equal(vram_metrics_print(&o, failing_write, &fw), VRAM_EIO);
+    assert_int_equal(vram_metrics_print(&o, failing_write, &fw, 0), VRAM_EIO);
     int calls = fw.calls;
     assert_true(calls > 1);
     /* Nothing is written after the error. */
     fw = (failing){.budget = 0};
-    assert_int_equal(vram_metrics_print(&o, failing_write, &fw), VRAM_EIO);
+    assert_int_equal(vram_metrics_print(&o, failing_write, &fw, 0), VRAM_EIO);
     assert_int_equal(fw.calls, 1);
     drop_pool(&f);
 }

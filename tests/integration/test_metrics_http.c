@@ -243,7 +243,7 @@ static void test_endpoints(void **state)
     promtool_check(r.body);
     /* The same exposition without HTTP. */
     vram_buffer direct = {0};
-    assert_int_equal(vram_metrics_write(m, vram_write_buffer, &direct), 0);
+    assert_int_equal(vram_metrics_write(m, vram_write_buffer, &direct, 0), 0);
     exposition y;
     check_exposition(direct.data, &y);
     assert_int_equal(y.n, x.n);
@@ -637,7 +637,7 @@ static void test_concurrent(void **state)
     vram_monitor_opts mo;
     assert_int_equal(vram_monitor_opts_init(&mo), 0);
     mo.period_s = 0.005;
-    mo.gpu_index = -1;
+    mo.gpu = -1;
     mo.gpu_pci_bus_id = NULL;
     mo.csv_path = mo.jsonl_path = NULL;
     if (vram_monitor_start(&mo, &monitor))
@@ -750,7 +750,7 @@ static void test_start_errors(void **state)
     assert_int_equal(vram_metrics_opts_init(&o), 0);
     assert_int_equal(o.port, 9123);
     assert_string_equal(o.address, "0.0.0.0");
-    assert_int_equal(o.gpu, VRAM_METRICS_GPU_ALL);
+    assert_int_equal(o.gpu, VRAM_GPU_ALL);
     assert_int_equal(vram_config_set("metrics_port", "70000"), 0);
     assert_int_equal(vram_metrics_opts_init(&o), VRAM_EINVAL);
     assert_int_equal(o.port, 0);

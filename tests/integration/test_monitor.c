@@ -56,7 +56,7 @@ static vram_monitor_opts manual_opts(void)
     vram_monitor_opts o;
     assert_int_equal(vram_monitor_opts_init(&o), 0);
     o.manual = 1;
-    o.gpu_index = -1;
+    o.gpu = -1;
     return o;
 }
 
@@ -278,7 +278,7 @@ static void test_files(void **state)
     o.jsonl_path = jsonl;
     /* GPU 0: on a machine without NVML the reason goes in the files, on one
      * with a GPU its figures. */
-    o.gpu_index = 0;
+    o.gpu = 0;
     int gpus = 0, nvml = vram_gpu_count(&gpus) == 0 && gpus > 0;
     alerts_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
     o.on_alert = on_alert;
@@ -593,7 +593,7 @@ static void test_fragmentation_alert_and_metrics(void **state)
     assert_int_equal(log_lines, 1);
     assert_non_null(strstr(log_last, "monitor alert (fragmentation, critical)"));
     vram_buffer out = {0};
-    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
+    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out, 0), 0);
     char *text = out.data;
     assert_non_null(strstr(text, "vram_monitor_alerts_total{alert=\"fragmentation\",level=\"critical\"} 1\n"));
     assert_non_null(strstr(text, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 1\n"));
@@ -628,7 +628,7 @@ static void test_fragmentation_alert_and_metrics(void **state)
     uint64_t n;
     assert_int_equal(vram_monitor_alert_count(m, VRAM_ALERT_FRAGMENTATION, VRAM_ALERT_LEVEL_CLEAR, &n), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
+    assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out, 0), 0);
     assert_non_null(strstr(out.data, "vram_monitor_alerts_active{alert=\"fragmentation\",level=\"critical\"} 0\n"));
     vram_buffer_free(&out);
     assert_int_equal(vram_monitor_stop(m), 0);
@@ -648,7 +648,7 @@ static void test_thread_period(void **state)
     assert_int_equal(vram_monitor_opts_init(&o), 0);
     assert_true(o.period_s == 1.0);
     o.period_s = 0.02;
-    o.gpu_index = -1;
+    o.gpu = -1;
     vram_monitor *m = monitor_of(&o, p);
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
@@ -716,7 +716,7 @@ static void test_thread_pools_churn(void **state)
     vram_monitor_opts o;
     assert_int_equal(vram_monitor_opts_init(&o), 0);
     o.period_s = 0.001;
-    o.gpu_index = -1;
+    o.gpu = -1;
     o.ring_samples = 64;
     vram_monitor *m;
     assert_int_equal(vram_monitor_start(&o, &m), 0);
@@ -739,7 +739,7 @@ static void test_thread_pools_churn(void **state)
     vram_buffer out = {0};
     for (int i = 0; i < 20; i++) {
         vram_buffer_free(&out);
-        assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out), 0);
+        assert_int_equal(vram_monitor_print_metrics(m, vram_write_buffer, &out, 0), 0);
         vram_sample *s;
         uint32_t kept;
         uint64_t taken;
@@ -776,7 +776,7 @@ static void test_opts_errors(void **state)
     assert_true(o.frag_warning == 0.3 && o.frag_critical == 0.5);
     assert_true(o.budget_warning == 0.9);
     assert_int_equal(o.ring_samples, 3600);
-    assert_int_equal(o.gpu_index, 0);
+    assert_int_equal(o.gpu, 0);
     o.period_s = 0;
     assert_int_equal(vram_monitor_start(&o, &m), VRAM_EINVAL);
     assert_null(m);
@@ -800,7 +800,7 @@ static void test_opts_errors(void **state)
     assert_int_equal(vram_config_set("monitor_gpu", "none"), 0);
     assert_int_equal(vram_config_set("monitor_frag_warning", "0.25"), 0);
     assert_int_equal(vram_monitor_opts_init(&o), 0);
-    assert_int_equal(o.gpu_index, -1);
+    assert_int_equal(o.gpu, -1);
     assert_true(o.frag_warning == 0.25);
     assert_int_equal(vram_config_set("monitor_gpu", "0000:19:00.0"), 0);
     assert_int_equal(vram_monitor_opts_init(&o), 0);

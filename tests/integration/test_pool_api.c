@@ -803,7 +803,7 @@ static void test_snapshot(void **state)
         int held[N] = {1, 1, 0, 1, 1, 0, 1, 1, 1};
 
         vram_buffer sb = {0};
-        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb), 0);
+        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb, 0), 0);
         cJSON *j = parse_json(&sb);
         const char *keys[] = {"pool", "policy", "settings", "segments", "blocks", "owners", "kinds"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
@@ -883,7 +883,7 @@ static void test_snapshot(void **state)
             if (held[k])
                 free_ok(p, ptrs[k], streams[k]);
         /* Empty pool: the snapshot has no live block. */
-        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb), 0);
+        assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &sb, 0), 0);
         j = parse_json(&sb);
         cJSON_ArrayForEach(blk, cJSON_GetObjectItemCaseSensitive(j, "blocks"))
         {
@@ -914,7 +914,7 @@ static void test_print_writer_error(void **state)
     vram_pool *p = pool_new(&o);
     void *x = alloc_ok(p, 1000, VRAM_OWNER_DEFAULT, VRAM_KIND_IO, STREAM_A);
     int calls = 0;
-    assert_int_equal(vram_pool_snapshot(p, failing_write, &calls), VRAM_EIO);
+    assert_int_equal(vram_pool_snapshot(p, failing_write, &calls, 0), VRAM_EIO);
     assert_true(calls >= 1);
     calls = 0;
     assert_int_equal(vram_pool_stats_print(p, failing_write, &calls, 1), VRAM_EIO);

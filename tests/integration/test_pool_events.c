@@ -2638,7 +2638,7 @@ static uint64_t freed_cover(const rmodel *m, uint64_t a, uint64_t e, unsigned s)
 static void rm_check_snapshot(rmodel *m)
 {
     vram_buffer b = {0};
-    RM_CHECK(m, vram_pool_snapshot(m->w.p, vram_write_buffer, &b) == 0, "snapshot: %s",
+    RM_CHECK(m, vram_pool_snapshot(m->w.p, vram_write_buffer, &b, 0) == 0, "snapshot: %s",
              vram_last_error());
     cJSON *root = cJSON_Parse(b.data);
     vram_buffer_free(&b);

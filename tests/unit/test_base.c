@@ -20,9 +20,11 @@
 
 #include "base/internal.h"
 #include "vramkit/log.h"
+#include "vramkit/nvml.h"
 #include "vramkit/config.h"
 #include "vramkit/error.h"
 #include "vramkit/log.h"
+#include "vramkit/nvml.h"
 #include "vramkit/pool.h"
 
 #define KiB 1024ull
@@ -345,6 +347,47 @@ static void test_fmt_bytes(void **state)
     assert_int_equal((unsigned char)buf[5], 0x55);
     vram__fmt_bytes(buf, 1, 24 * MiB);
     assert_string_equal(buf, "");
+}
+
+/* The public forms of sizes and GPUs: vram_size_parse/_format are the
+ * library's own parser and printer; vram_gpu_parse takes the words, indexes
+ * and PCI bus ids the options and the CLI take, and nothing else. */
+static void test_public_text(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(vram_size_parse("1.5G", &v), 0);
+    assert_int_equal(v, 3ull << 29);
+    assert_int_equal(vram_size_parse("12X", &v), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "unknown unit");
+    assert_int_equal(vram_size_parse("1", NULL), VRAM_EINVAL);
+    char b[32];
+    assert_string_equal(vram_size_format(b, sizeof b, 24ull << 20), "24.0 MiB");
+
+    int g = 99;
+    const char *pci = "x";
+    assert_int_equal(vram_gpu_parse("none", &g, &pci), 0);
+    assert_int_equal(g, VRAM_GPU_NONE);
+    assert_null(pci);
+    assert_int_equal(vram_gpu_parse("ALL", &g, NULL), 0);
+    assert_int_equal(g, VRAM_GPU_ALL);
+    assert_int_equal(vram_gpu_parse("own", &g, NULL), 0);
+    assert_int_equal(g, VRAM_GPU_OWN);
+    assert_int_equal(vram_gpu_parse("3", &g, &pci), 0);
+    assert_int_equal(g, 3);
+    assert_int_equal(vram_gpu_parse("0000:19:00.0", &g, &pci), 0);
+    assert_int_equal(g, VRAM_GPU_NONE);
+    assert_string_equal(pci, "0000:19:00.0");
+    assert_int_equal(vram_gpu_parse("00000000:9A:00.0", &g, &pci), 0);
+    assert_string_equal(pci, "00000000:9A:00.0");
+    assert_int_equal(vram_gpu_parse("0000:19:00.0", &g, NULL), VRAM_EINVAL);
+    static const char *const bad[] = {"", "-1", "gpu0", "1.5", "0000:19:00", "0000:1G:00.0", "99999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vram_clear_error();
+        assert_int_equal(vram_gpu_parse(bad[i], &g, &pci), VRAM_EINVAL);
+        assert_contains(vram_last_error(), "none of: none, all, own");
+    }
+    assert_int_equal(vram_gpu_parse(NULL, &g, &pci), VRAM_EINVAL);
 }
 
 static void test_parse_size_accepts(void **state)
@@ -915,6 +958,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_print_json, setup_clean, teardown_clean),
         cmocka_unit_test_setup_teardown(test_log_handler_levels, setup_clean, teardown_clean),
         cmocka_unit_test_setup_teardown(test_log_default_stderr, setup_clean, teardown_clean),
+        cmocka_unit_test_setup_teardown(test_public_text, setup_clean, teardown_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

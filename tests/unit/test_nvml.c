@@ -47,7 +47,7 @@ static void test_null_arguments(void **state)
     assert_int_equal(vram_gpu_memory_read_pci(NULL, &g), VRAM_EINVAL);
     assert_int_equal(vram_gpu_memory_read_pci("0000:00:00.0", NULL), VRAM_EINVAL);
     assert_int_equal(vram_ctxcost_measure(NULL, NULL), VRAM_EINVAL);
-    assert_int_equal(vram_ctxcost_print(NULL, 0, vram_write_stdio, stdout), VRAM_EINVAL);
+    assert_int_equal(vram_ctxcost_print(NULL, vram_write_stdio, stdout, 0), VRAM_EINVAL);
 }
 
 static void test_without_nvml(void **state)

@@ -320,7 +320,7 @@ static void test_leak(void **state)
     vram_monitor_opts mo;
     assert_int_equal(vram_monitor_opts_init(&mo), 0);
     mo.manual = 1;
-    mo.gpu_index = -1;
+    mo.gpu = -1;
     mo.gpu_pci_bus_id = NULL;
     mo.csv_path = mo.jsonl_path = NULL;
     mo.warmup_fraction = 0;
@@ -449,7 +449,7 @@ static void test_other_processes(void **state)
     vram_oom_opts o;
     assert_int_equal(vram_oom_opts_init(&o), 0);
     o.directory = dir;
-    o.gpu_index = 0;
+    o.gpu = 0;
     o.on_report = on_report;
     o.ctx = &s;
     assert_int_equal(vram_pool_oom_watch(p, &o), 0);
@@ -928,7 +928,7 @@ static void test_watch_errors(void **state)
     vram_pool *p = make_pool("errs", 64 * MiB, VRAM_POLICY_VMM);
     vram_oom_opts o;
     assert_int_equal(vram_oom_opts_init(&o), 0);
-    assert_int_equal(o.gpu_index, -1);
+    assert_int_equal(o.gpu, VRAM_GPU_OWN);
     assert_int_equal(o.last_events, 64);
     assert_int_equal(o.max_reports, 8);
     assert_int_equal(vram_pool_oom_watch(p, &o), VRAM_EINVAL); /* no directory */
@@ -942,6 +942,10 @@ static void test_watch_errors(void **state)
     o.window_s = 0;
     assert_int_equal(vram_pool_oom_watch(p, &o), VRAM_EINVAL);
     o.window_s = 1;
+    o.gpu = VRAM_GPU_ALL; /* a report reads one GPU */
+    assert_int_equal(vram_pool_oom_watch(p, &o), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "reads one GPU");
+    o.gpu = VRAM_GPU_OWN;
     char file[512];
     snprintf(file, sizeof file, "%s/file", dir);
     FILE *f = fopen(file, "w");

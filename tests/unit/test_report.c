@@ -64,7 +64,7 @@ static vram_report *new_report(uint32_t max_points, uint32_t max_blocks)
 static cJSON *data_of(vram_report *r)
 {
     vram_buffer b = {0};
-    assert_int_equal(vram_report_print_json(r, vram_write_buffer, &b), 0);
+    assert_int_equal(vram_report_print(r, vram_write_buffer, &b, VRAM_PRINT_JSON), 0);
     cJSON *j = cJSON_Parse(b.data);
     assert_non_null(j);
     vram_buffer_free(&b);
@@ -161,7 +161,7 @@ static void snapshot_from_pool(void **state)
     (void)state;
     vram_pool *p = make_pool();
     vram_buffer snap = {0};
-    assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &snap), 0);
+    assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &snap, 0), 0);
     const char *fixture = getenv("VRAM_REPORT_FIXTURE");
     if (fixture && *fixture) {
         FILE *f = fopen(fixture, "w");
@@ -623,7 +623,7 @@ static void page_escapes_and_writes_atomically(void **state)
         "\"<!-- &amp;\",\"live_bytes\":1}]}]}\n";
     assert_int_equal(add_text(r, "evil.jsonl", evil, NULL), 0);
     vram_buffer page = {0};
-    int rc = vram_report_print_html(r, vram_write_buffer, &page);
+    int rc = vram_report_print(r, vram_write_buffer, &page, 0);
     if (rc == VRAM_ENOSYS) {
         /* A build without the page's JavaScript says how to get it. */
         assert_non_null(strstr(vram_last_error(), "scripts/web_deps.sh"));

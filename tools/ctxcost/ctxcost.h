@@ -109,10 +109,12 @@ typedef struct vram_ctxcost_result {
  * few seconds; run it where nothing else is starting on the GPU. */
 int vram_ctxcost_measure(const vram_ctxcost_opts *opts, vram_ctxcost_result *out);
 
-/* Print a result: a table and one recommendation line, or with json non-zero
- * one JSON object (bytes as integers) and a newline. Returns 0 or the
- * writer's error (VRAM_ENOSYS in builds without CUDA, which have no result). */
-int vram_ctxcost_print(const vram_ctxcost_result *r, int json, vram_write_fn write, void *ctx);
+/* Print a result: a table and one recommendation line, or with
+ * VRAM_PRINT_JSON one JSON object (bytes as integers) and a newline.
+ * Returns 0 or the writer's error (VRAM_ENOSYS in builds without CUDA,
+ * which have no result). */
+int vram_ctxcost_print(const vram_ctxcost_result *r, vram_write_fn write, void *ctx,
+                       unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -21,9 +21,9 @@ int vram_ctxcost_measure(const vram_ctxcost_opts *opts, vram_ctxcost_result *out
     return none();
 }
 
-int vram_ctxcost_print(const vram_ctxcost_result *r, int json, vram_write_fn write, void *ctx)
+int vram_ctxcost_print(const vram_ctxcost_result *r, vram_write_fn write, void *ctx, unsigned flags)
 {
-    (void)json;
+    (void)flags;
     (void)ctx;
     if (!r || !write)
         return vram_set_error(VRAM_EINVAL, "vram_ctxcost_print: result and writer are required");

@@ -195,12 +195,14 @@ static int print_table(const vram_ctxcost_result *r, const char *rec, vram_write
     return rc;
 }
 
-int vram_ctxcost_print(const vram_ctxcost_result *r, int json, vram_write_fn write, void *ctx)
+int vram_ctxcost_print(const vram_ctxcost_result *r, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!r || !write)
-        return vram_set_error(VRAM_EINVAL, "vram_ctxcost_print: result and writer are required");
+    if (!r || !write || (flags & ~VRAM_PRINT_JSON))
+        return vram_set_error(VRAM_EINVAL, "vram_ctxcost_print: result, writer and known flags are "
+                                           "required");
     char rec[512];
     rec[0] = '\0';
     recommendation(r, rec, sizeof rec);
-    return json ? print_json(r, rec, write, ctx) : print_table(r, rec, write, ctx);
+    return flags & VRAM_PRINT_JSON ? print_json(r, rec, write, ctx)
+                                   : print_table(r, rec, write, ctx);
 }

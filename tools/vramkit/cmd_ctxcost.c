@@ -123,7 +123,7 @@ int cmd_ctxcost(int argc, char **argv)
     }
     if (rc)
         return cli_lib_error("ctxcost", rc);
-    rc = vram_ctxcost_print(&r, json, vram_write_stdio, stdout);
+    rc = vram_ctxcost_print(&r, vram_write_stdio, stdout, json ? VRAM_PRINT_JSON : 0);
     if (rc)
         return cli_lib_error("ctxcost", rc);
     return fflush(stdout) == 0 ? 0 : 1;

@@ -168,7 +168,7 @@ int cmd_metrics(int argc, char **argv)
             free(traces);
             return 0;
         } else if (strcmp(a, "--no-gpu") == 0) {
-            mo.gpu = VRAM_METRICS_GPU_NONE;
+            mo.gpu = VRAM_GPU_NONE;
         } else if (cli_is(a, "--policy")) {
             if (!(v = cli_value("metrics", argc, argv, &i, "--policy")))
                 status = 2;
@@ -226,7 +226,7 @@ int cmd_metrics(int argc, char **argv)
         mo.n_pools = (size_t)n_traces;
         if (serve_it)
             status = serve(&mo, hold);
-        else if ((rc = vram_metrics_print(&mo, vram_write_stdio, stdout)))
+        else if ((rc = vram_metrics_print(&mo, vram_write_stdio, stdout, 0)))
             status = cli_lib_error("metrics", rc);
     }
     for (int i = 0; r && i < done; i++)

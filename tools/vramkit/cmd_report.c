@@ -114,7 +114,7 @@ int cmd_report(int argc, char **argv)
     if (status) {
         fprintf(stderr, "vramkit report: nothing written\n");
     } else if (json) {
-        if ((rc = vram_report_print_json(r, vram_write_stdio, stdout)))
+        if ((rc = vram_report_print(r, vram_write_stdio, stdout, VRAM_PRINT_JSON)))
             status = cli_lib_error("report", rc);
     } else if ((rc = vram_report_write(r, out))) {
         status = cli_lib_error("report", rc);

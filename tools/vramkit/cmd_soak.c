@@ -187,7 +187,7 @@ static int write_html(const char *html, const char *series, vram_pool *pool)
     rc = vram_report_add_file(r, series, NULL);
     membuf b = {0};
     if (!rc)
-        rc = vram_pool_snapshot(pool, mem_write, &b);
+        rc = vram_pool_snapshot(pool, mem_write, &b, 0);
     if (!rc)
         rc = vram_report_add_data(r, "snapshot at the end of the soak", b.data, b.len, NULL);
     free(b.data);
@@ -363,17 +363,8 @@ static int monitor_opts(const soak_args *a, vram_monitor_opts *mo)
     if (a->threshold >= 0)
         mo->growth_bytes_per_iteration = a->threshold;
     mo->hold_samples = a->alert_hold;
-    if (a->gpu) {
-        char *end;
-        long g = strtol(a->gpu, &end, 10);
-        mo->gpu_pci_bus_id = NULL;
-        if (strcmp(a->gpu, "none") == 0)
-            mo->gpu_index = -1;
-        else if (!*end && g >= 0)
-            mo->gpu_index = (int)g;
-        else
-            mo->gpu_pci_bus_id = a->gpu;
-    }
+    if (a->gpu && (rc = vram_gpu_parse(a->gpu, &mo->gpu, &mo->gpu_pci_bus_id)) != 0)
+        return rc;
     return 0;
 }
 

@@ -122,6 +122,7 @@ static const char *env_value(size_t i)
 
 static void load(void)
 {
+    config.size = sizeof config;
     load_status = 0;
     load_message[0] = '\0';
     for (size_t i = 0; i < N_OPTS; i++) {
@@ -244,10 +245,13 @@ static int print_json(vram_write_fn write, void *ctx)
     return vram__json_flush(&b, vram__json_done(&j), write, ctx);
 }
 
-int vram_config_print(vram_write_fn write, void *ctx, int json)
+int vram_config_print(vram_write_fn write, void *ctx, unsigned flags)
 {
     pthread_once(&load_once, load);
-    if (json)
+    if (!write || (flags & ~VRAM_PRINT_JSON))
+        return vram__fail(VRAM_EINVAL, "vram_config_print: a writer and known flags (0x%x) are "
+                                       "required", flags);
+    if (flags & VRAM_PRINT_JSON)
         return print_json(write, ctx);
     char *line = NULL;
     int n = asprintf(&line, "%-22s %-12s %-12s %s\n", "option", "value", "source", "meaning");

@@ -153,10 +153,11 @@ int vram__pool_snapshot_text(vram_pool *p, vram_buffer *out)
     return vram__json_done(&j);
 }
 
-int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx)
+int vram_pool_snapshot(vram_pool *p, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!p || !write)
-        return vram__fail(VRAM_EINVAL, "vram_pool_snapshot: pool and write are required");
+    if (!p || !write || (flags & ~VRAM_PRINT_JSON))
+        return vram__fail(VRAM_EINVAL, "vram_pool_snapshot: pool, write and known flags are "
+                                       "required");
     vram_buffer b = {0};
     vram__pool_lock(p);
     int rc = vram__pool_snapshot_text(p, &b);

@@ -223,12 +223,13 @@ static void usage_row(out *o, const char *name, const vram__usage *u, uint64_t b
          budget ? vram__fmt_bytes(b, sizeof b, budget) : "-");
 }
 
-int vram_pool_stats_print(vram_pool *p, vram_write_fn write, void *ctx, int json)
+int vram_pool_stats_print(vram_pool *p, vram_write_fn write, void *ctx, unsigned flags)
 {
-    if (!p || !write)
-        return vram__fail(VRAM_EINVAL, "vram_pool_stats_print: pool and write are required");
+    if (!p || !write || (flags & ~VRAM_PRINT_JSON))
+        return vram__fail(VRAM_EINVAL, "vram_pool_stats_print: pool, write and known flags are "
+                                       "required");
     vram__pool_lock(p);
-    if (json) { /* built under the lock, written after it */
+    if (flags & VRAM_PRINT_JSON) { /* built under the lock, written after it */
         vram_buffer b = {0};
         vram__json j;
         vram__json_begin(&j, &b);
