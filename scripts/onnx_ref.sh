@@ -100,9 +100,22 @@ ort.InferenceSession.create(process.argv[1], { logSeverityLevel: 3 }).then(
 " "$bf_dir/${bf_models[0]}")
 for m in "${bf_models[@]}"; do echo "onnx_ref: BlazeFace $bf_dir/$m"; done
 
+# The references are made again only when what makes them changed (a stamp
+# of the generator, the runner, onnxruntime's lock and python's onnx), and
+# one run at a time (a lock), so tests that share them can ask for them
+# while others read them.
+stamp=$( (cat "$tools/gen_models.py" "$tools/ort_run.js" "$tools/package-lock.json";
+          "$py" -c 'import onnx, numpy; print(onnx.__version__, numpy.__version__)') | sha256sum | cut -c1-16)
+exec 8>"$dir/.refs.lock"
+flock 8
+if [ $refs -eq 1 ] && [ -f "$dir/refs.stamp" ] && [ "$(cat "$dir/refs.stamp")" = "$stamp" ] &&
+   [ -f "$dir/models/manifest.json" ]; then
+  echo "onnx_ref: references in $dir/ref are up to date (stamp $stamp)"
+  refs=0
+fi
 if [ $refs -eq 1 ]; then
   export ORT_PREFIX=$dir
-  rm -rf "$dir/models" "$dir/ref"
+  rm -rf "$dir/models" "$dir/ref" "$dir/refs.stamp"
   "$py" "$tools/gen_models.py" "$dir/models"
   node "$tools/ort_run.js" --manifest "$dir/models/manifest.json" "$dir/ref" >"$dir/ref.log" \
     || { cat "$dir/ref.log"; fail "ONNX Runtime failed on some models (above)"; }
@@ -159,5 +172,6 @@ PY
   done
   rm -rf "$dir/.check"
   echo "onnx_ref: inputs fed back with --input reproduce the references"
+  echo "$stamp" >"$dir/refs.stamp"
 fi
 awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "onnx_ref: done in %.1f s\n", b - a }'
