@@ -54,6 +54,8 @@ typedef enum vram_backend_type {
 #define VRAM_BACKEND_EVENTS 0x4u   /* event_* are real */
 
 typedef struct vram_backend_ops {
+    uint32_t size; /* sizeof(vram_backend_ops), set by the caller; 0 reads as this
+                      version. The library reads no further than it says. */
     const char *name;
     unsigned caps;
     /* Segments. segment_alloc returns VRAM_ENOMEM when the device is full. */
@@ -79,6 +81,9 @@ typedef struct vram_backend_ops {
 typedef struct vram_device vram_device;
 
 typedef struct vram_backend_opts {
+    uint32_t size; /* sizeof(vram_backend_opts), which vram_backend_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     uint64_t capacity;    /* sim, host: bytes the device can hand out; 0: VRAM_CAPACITY */
     uint64_t granularity; /* mapping unit; 0: VRAM_GRANULARITY (GPU: a multiple of the
                              device's granularity, which is also the least) */
@@ -94,7 +99,13 @@ typedef struct vram_backend_stats {
     uint64_t peak_held_bytes;
     uint64_t capacity;
     uint64_t granularity;
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_backend_stats;
+
+/* Defaults: capacity VRAM_CAPACITY, granularity VRAM_GRANULARITY, device
+ * NULL. Returns 0 or VRAM_EINVAL when a variable is malformed (its default
+ * is kept). */
+VRAM_API int vram_backend_opts_init(vram_backend_opts *opts);
 
 /* Create a built-in backend by its type's name ("sim", "host", "cuda",
  * "cuda_async", "vmm"; NULL is "sim"); opts may be NULL. VRAM_EINVAL for an

@@ -31,6 +31,9 @@ typedef enum vram_priority {
 } vram_priority;
 
 typedef struct vram_device_opts {
+    uint32_t size; /* sizeof(vram_device_opts), which vram_device_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     /* Per-thread stack of the context (CU_LIMIT_STACK_SIZE) in bytes; -1 takes
      * the option VRAM_STACK_LIMIT. Applied by the first open only. */
     int64_t stack_limit;
@@ -50,7 +53,12 @@ typedef struct vram_device_info {
     int priority_greatest, priority_least; /* the device's stream priority range */
     unsigned streams_created;    /* by the stream pool, ever */
     unsigned streams_in_use;
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_device_info;
+
+/* Defaults: stack_limit VRAM_STACK_LIMIT. Returns 0 or VRAM_EINVAL when the
+ * variable is malformed (its default is kept). Works in every build. */
+VRAM_API int vram_device_opts_init(vram_device_opts *opts);
 
 /* How many CUDA devices there are (0 or VRAM_ENOSYS where there is no driver). */
 VRAM_API int vram_device_count(int *count);

@@ -53,6 +53,9 @@ typedef enum vram_dtype {
 #define VRAM_ENGINE_WORKSPACE_DEFAULT UINT64_MAX
 
 typedef struct vram_engine_opts {
+    uint32_t size; /* sizeof(vram_engine_opts), which vram_engine_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     const char *executor; /* "cpu" (the default) or "cuda" */
     int64_t batch;        /* the largest batch the engine serves, for inputs whose
                              first dimension is symbolic or unknown (contexts run
@@ -79,8 +82,11 @@ typedef struct vram_engine_opts {
                              afterwards (destroyed with the context) */
 } vram_engine_opts;
 
-/* Defaults: executor "cpu", batch 1, own pool, alignment 256, the
- * executor's workspace limit, exact FP32, no graphs. */
+/* Defaults: executor VRAM_ENGINE_EXECUTOR ("cpu"), batch 1, own pool,
+ * alignment 256, workspace limit VRAM_ENGINE_WORKSPACE (the executor's),
+ * TF32 VRAM_ENGINE_TF32 and CUDA graphs VRAM_ENGINE_GRAPHS (both off).
+ * Returns 0 or VRAM_EINVAL when one of those variables is malformed (its
+ * default is kept). */
 VRAM_API int vram_engine_opts_init(vram_engine_opts *opts);
 
 /* Load an ONNX model from a file or from memory. VRAM_EPARSE for a
@@ -100,6 +106,7 @@ typedef struct vram_tensor_desc {
     int dtype;
     int rank;
     int64_t dims[VRAM_TENSOR_MAX_RANK];
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_tensor_desc;
 
 VRAM_API size_t vram_engine_input_count(const vram_engine *engine);
@@ -122,6 +129,7 @@ typedef struct vram_engine_memory {
     uint64_t io_bytes;              /* one context's input and output bindings */
     uint64_t workspace_bytes;       /* one context's scratch for the kernels */
     uint64_t context_bytes;         /* activations + io + workspace */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_engine_memory;
 VRAM_API int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
 
@@ -141,6 +149,7 @@ typedef struct vram_engine_info {
     unsigned nodes, folded_nodes, fused_batchnorms, steps;
     int64_t batch;      /* the largest batch */
     int batch_symbolic; /* contexts may run at batches 1..batch */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_engine_info;
 VRAM_API int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
 

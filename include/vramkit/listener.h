@@ -72,6 +72,7 @@ typedef struct vram_event {
     const char *message; /* REFUSE: the sentence of the refusal; else NULL */
     int nested;          /* raised from inside an on_report on this thread (a
                             listener's own work on the pool) */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_event;
 
 /* One owner in a captured state. */
@@ -128,8 +129,8 @@ typedef struct vram_listener {
 #define VRAM_LISTENERS_MAX 16
 
 /* Attach a listener (copied); *id (may be NULL) names it for
- * vram_pool_unlisten. VRAM_EINVAL for a bad table (no on_event, a size that
- * is not sizeof(vram_listener)), VRAM_ELIMIT past VRAM_LISTENERS_MAX,
+ * vram_pool_unlisten. VRAM_EINVAL for a bad table (no on_event, a size no
+ * version of vram_listener had), VRAM_ELIMIT past VRAM_LISTENERS_MAX,
  * VRAM_EBUSY from inside a listener of this pool. */
 VRAM_API int vram_pool_listen(vram_pool *pool, const vram_listener *listener, uint32_t *id);
 
@@ -151,6 +152,7 @@ typedef struct vram_ring_event {
     vram_owner owner;
     vram_kind kind;
     vram_stream stream;
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_ring_event;
 
 /* Keep the pool's last `capacity` events (1 .. 2^24), a listener of its
@@ -189,6 +191,8 @@ VRAM_API int vram_pool_trace_stop(vram_pool *pool);
  * vram_pool_create; an error fails the creation (the pool is destroyed and
  * the error returned). */
 typedef struct vram_pool_hook {
+    uint32_t size; /* sizeof(vram_pool_hook), set by the caller; 0 reads as this
+                      version. The library reads no further than it says. */
     int (*on_create)(void *ctx, vram_pool *pool);
     void *ctx;
 } vram_pool_hook;

@@ -51,6 +51,9 @@ extern "C" {
 #endif
 
 typedef struct vram_metrics_opts {
+    uint32_t size; /* sizeof(vram_metrics_opts), which vram_metrics_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     /* What is exposed. */
     vram_pool *const *pools; /* pools exposed from the start; the array is copied */
     size_t n_pools;

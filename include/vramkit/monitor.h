@@ -66,6 +66,7 @@ typedef struct vram_alert {
     double value;        /* fragmentation ratio, fraction of the budget, or slope */
     double threshold;    /* the threshold crossed (for clear: the one left) */
     const char *message; /* one sentence with the numbers */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_alert;
 
 /* Called on the sampling thread (the monitor's own, or the caller of
@@ -74,6 +75,9 @@ typedef struct vram_alert {
 typedef void (*vram_alert_fn)(void *ctx, const vram_alert *alert);
 
 typedef struct vram_monitor_opts {
+    uint32_t size; /* sizeof(vram_monitor_opts), which vram_monitor_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     double period_s;           /* sampler thread period (> 0) */
     int manual;                /* non-zero: no thread; vram_monitor_sample() only */
     uint32_t ring_samples;     /* samples kept for reading back and the trend (>= 3) */
@@ -198,6 +202,7 @@ typedef struct vram_trend {
     int growing;                      /* verdict against the threshold */
     double t_statistic;               /* slope / its standard error, of the slope the
                                          verdict uses (per iteration when known) */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_trend;
 
 /* Trend of a monitored pool's live bytes (pool NULL: all pools summed), over

@@ -69,6 +69,7 @@ typedef struct vram_gpu_memory {
     unsigned n_processes;       /* entries filled in processes[] */
     unsigned n_processes_total; /* compute processes NVML listed (may exceed the array) */
     vram_gpu_process processes[VRAM_GPU_MAX_PROCESSES];
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_gpu_memory;
 
 /* How many GPUs NVML sees. VRAM_EINVAL for a NULL count; VRAM_ENOSYS without

@@ -102,6 +102,7 @@ typedef struct vram_oom_report_info {
     vram_oom_cause cause;
     const char *diagnosis;     /* the line */
     uint64_t suppressed;       /* refusals not reported since the previous report */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_oom_report_info;
 
 /* Called on the refusing thread after a report is written, outside the
@@ -110,6 +111,9 @@ typedef struct vram_oom_report_info {
 typedef void (*vram_oom_fn)(void *ctx, const vram_oom_report_info *info);
 
 typedef struct vram_oom_opts {
+    uint32_t size; /* sizeof(vram_oom_opts), which vram_oom_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     const char *directory;    /* where reports go; created if missing (required) */
     uint32_t last_events;     /* events the pool keeps for reports (a ring; 0: none;
                                  at most 2^24) */

@@ -82,6 +82,9 @@ typedef uint32_t vram_owner;
 #define VRAM_OWNERS_MAX 4096u
 
 typedef struct vram_pool_opts {
+    uint32_t size; /* sizeof(vram_pool_opts), which vram_pool_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     const char *name;       /* in messages, snapshots and metrics; "pool" if NULL */
     vram_backend *backend;  /* NULL: the pool creates one from VRAM_BACKEND and owns it */
     vram_policy policy;
@@ -167,6 +170,7 @@ typedef struct vram_block_info {
     vram_owner owner;
     vram_kind kind;
     vram_stream stream;
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_block_info;
 VRAM_API int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_info *out);
 

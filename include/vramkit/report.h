@@ -28,14 +28,19 @@ extern "C" {
 typedef struct vram_report vram_report;
 
 typedef struct vram_report_opts {
+    uint32_t size; /* sizeof(vram_report_opts), which vram_report_opts_init sets; 0
+                      reads as this version. The library reads no
+                      further than it says. */
     const char *title;      /* page title; NULL: "vramkit report" (copied) */
     uint32_t max_points;    /* most points per series in the page; 0: 2000 (>= 8) */
     uint32_t max_blocks;    /* blocks a snapshot's map draws before merging; 0: 20000 */
     double generated_time_s; /* the page's date (seconds since the epoch); 0: now */
 } vram_report_opts;
 
-/* Defaults (all zero, title NULL). */
-VRAM_API void vram_report_opts_init(vram_report_opts *opts);
+/* Defaults: title NULL, max_points VRAM_REPORT_MAX_POINTS, max_blocks
+ * VRAM_REPORT_MAX_BLOCKS, the date now. Returns 0 or VRAM_EINVAL when one of
+ * those variables is malformed (its default is kept). */
+VRAM_API int vram_report_opts_init(vram_report_opts *opts);
 
 /* What an input was recognised as. */
 typedef enum vram_report_input {
@@ -48,6 +53,7 @@ typedef enum vram_report_input {
 typedef struct vram_report_input_info {
     vram_report_input type;
     char summary[256];        /* one line: what it holds ("snapshot of pool ...") */
+    uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_report_input_info;
 
 /* A report with no inputs yet. VRAM_EINVAL for bad options (max_points below

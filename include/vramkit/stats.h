@@ -58,16 +58,26 @@ extern "C" {
  * (the last bucket: everything larger). */
 #define VRAM_HIST_BUCKETS 24
 
+/* Room for the fields of each record: every field is 8 bytes, and a field
+ * added to a list takes one of the reserved slots after them, so the
+ * records keep their size and their fields' places from one version to the
+ * next, and a program built against older headers reads what it knows. */
+#define VRAM_POOL_STATS_SLOTS 40
+#define VRAM_USAGE_STATS_SLOTS 16
+#define VRAM_STATS_COUNT(field, type, help) +1
+
 typedef struct vram_pool_stats {
-#define VRAM_STATS_FIELD(field, type, help) VRAM_STATS_TYPE_##type field;
-    VRAM_POOL_STATS(VRAM_STATS_FIELD)
     uint64_t hist_allocs[VRAM_HIST_BUCKETS]; /* requests per size bucket */
     uint64_t hist_live[VRAM_HIST_BUCKETS];   /* live blocks per size bucket */
+#define VRAM_STATS_FIELD(field, type, help) VRAM_STATS_TYPE_##type field;
+    VRAM_POOL_STATS(VRAM_STATS_FIELD)
+    uint64_t reserved[VRAM_POOL_STATS_SLOTS - (0 VRAM_POOL_STATS(VRAM_STATS_COUNT))];
 } vram_pool_stats;
 
 typedef struct vram_usage_stats {
     VRAM_USAGE_STATS(VRAM_STATS_FIELD)
 #undef VRAM_STATS_FIELD
+    uint64_t reserved[VRAM_USAGE_STATS_SLOTS - (0 VRAM_USAGE_STATS(VRAM_STATS_COUNT))];
 } vram_usage_stats;
 
 /* Upper bound in bytes of histogram bucket i (UINT64_MAX for the last). */

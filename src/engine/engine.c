@@ -13,6 +13,7 @@
 
 #include "base/internal.h"
 #include "engine_internal.h"
+#include "vramkit/config.h"
 #include "plan.h"
 #include "shape.h"
 #include "vramkit/backend.h"
@@ -21,9 +22,24 @@ int vram_engine_opts_init(vram_engine_opts *o)
 {
     if (!o)
         return vram__fail(VRAM_EINVAL, "vram_engine_opts_init: opts is NULL");
-    *o = (vram_engine_opts){.executor = "cpu", .batch = 1, .alignment = 256,
-                            .workspace_limit = VRAM_ENGINE_WORKSPACE_DEFAULT};
-    return 0;
+    int rc = vram_config_load();
+    const vram_config *c = vram_config_get();
+    *o = (vram_engine_opts){.size = sizeof *o, .executor = c->engine_executor == 1 ? "cuda" : "cpu",
+                            .batch = 1, .alignment = 256,
+                            .workspace_limit = VRAM_ENGINE_WORKSPACE_DEFAULT,
+                            .tf32 = c->engine_tf32 == 1, .graphs = c->engine_graphs == 1};
+    const char *ws = c->engine_workspace;
+    if (ws && *ws) {
+        uint64_t v;
+        int prc = vram__parse_size(ws, &v);
+        if (!prc && v == VRAM_ENGINE_WORKSPACE_DEFAULT)
+            prc = vram__fail(VRAM_EINVAL, "size \"%s\" is too large", ws);
+        if (!prc)
+            o->workspace_limit = v;
+        else if (!rc)
+            rc = vram__fail_prefix(prc, "VRAM_ENGINE_WORKSPACE: ");
+    }
+    return rc;
 }
 
 static void engine_free(vram_engine *e)
@@ -301,9 +317,12 @@ static int build(vram_engine *e, vram__graph *model)
 static int resolve_opts(const vram_engine_opts *opts, vram_engine_opts *o,
                         const vram__exec_ops **ex)
 {
-    vram_engine_opts_init(o);
-    if (opts)
-        *o = *opts;
+    *ex = NULL;
+    int rc = vram_engine_opts_init(o);
+    if (!opts && rc)
+        return rc;
+    if (opts && (rc = vram__opts_take(o, opts, sizeof *o, "vram_engine_opts")))
+        return rc;
     if (!o->executor)
         o->executor = "cpu";
     *ex = NULL;

@@ -235,14 +235,14 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
     if (!out)
         return vram__fail(VRAM_EINVAL, "vram_metrics_start: out is NULL");
     *out = NULL;
-    vram_metrics_opts defaults;
-    if (!opts) {
-        int rc = vram_metrics_opts_init(&defaults);
-        if (rc)
-            return rc;
-        opts = &defaults;
-    }
-    int rc = check_limits(opts);
+    vram_metrics_opts taken;
+    int rc = vram_metrics_opts_init(&taken);
+    if (!opts && rc)
+        return rc;
+    if (opts && (rc = vram__opts_take(&taken, opts, sizeof taken, "vram_metrics_opts")))
+        return rc;
+    opts = &taken;
+    rc = check_limits(opts);
     if (!rc)
         rc = vram__metrics_check_pools(opts->pools, opts->n_pools);
     if (rc)

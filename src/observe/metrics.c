@@ -349,6 +349,7 @@ int vram_metrics_opts_init(vram_metrics_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_metrics_opts){
+        .size = sizeof *o,
         .gpu = VRAM_GPU_ALL,
         .address = c->metrics_address,
         .port = c->metrics_port > 65535 ? 0 : (unsigned)c->metrics_port,
@@ -374,7 +375,12 @@ int vram_metrics_print(const vram_metrics_opts *o, vram_write_fn write, void *ct
     if (!o || !write || flags)
         return vram__fail(VRAM_EINVAL, "vram_metrics_print: opts and write are required, and "
                                        "flags 0 (the exposition is text)");
-    int rc = vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
+    vram_metrics_opts taken;
+    vram_metrics_opts_init(&taken); /* the caller's options decide, not the environment */
+    int rc = vram__opts_take(&taken, o, sizeof taken, "vram_metrics_opts");
+    o = &taken;
+    if (!rc)
+        rc = vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
     if (!rc)
         rc = vram__metrics_check_pools(o->pools, o->n_pools);
     return rc ? rc

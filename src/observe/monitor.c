@@ -74,6 +74,7 @@ int vram_monitor_opts_init(vram_monitor_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_monitor_opts){
+        .size = sizeof *o,
         .period_s = c->monitor_period,
         .ring_samples = c->monitor_ring > RING_MAX ? RING_MAX : (uint32_t)c->monitor_ring,
         .gpu = 0,
@@ -630,14 +631,14 @@ int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out)
     if (!out)
         return vram__fail(VRAM_EINVAL, "vram_monitor_start: out is NULL");
     *out = NULL;
-    vram_monitor_opts def;
-    if (!opts) {
-        int rc = vram_monitor_opts_init(&def);
-        if (rc)
-            return rc;
-        opts = &def;
-    }
-    int rc = check_opts(opts);
+    vram_monitor_opts taken;
+    int rc = vram_monitor_opts_init(&taken);
+    if (!opts && rc)
+        return rc;
+    if (opts && (rc = vram__opts_take(&taken, opts, sizeof taken, "vram_monitor_opts")))
+        return rc;
+    opts = &taken;
+    rc = check_opts(opts);
     if (rc)
         return rc;
     vram_monitor *m = vram__calloc(1, sizeof *m);

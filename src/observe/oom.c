@@ -84,6 +84,7 @@ int vram_oom_opts_init(vram_oom_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_oom_opts){
+        .size = sizeof *o,
         .directory = c->oom_dir,
         .last_events = c->oom_events > UINT32_MAX ? UINT32_MAX : (uint32_t)c->oom_events,
         .gpu = VRAM_GPU_OWN,
@@ -432,11 +433,16 @@ static int check_opts(vram_pool *pool, const vram_oom_opts *o)
     return 0;
 }
 
-int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *o)
+int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts)
 {
-    if (!pool || !o)
+    if (!pool || !opts)
         return vram__fail(VRAM_EINVAL, "vram_pool_oom_watch: pool and opts are required");
-    int rc = check_opts(pool, o);
+    vram_oom_opts taken;
+    vram_oom_opts_init(&taken); /* the caller's options decide, not the environment */
+    int rc = vram__opts_take(&taken, opts, sizeof taken, "vram_oom_opts");
+    const vram_oom_opts *o = &taken;
+    if (!rc)
+        rc = check_opts(pool, o);
     if (!rc)
         rc = vram__oom_mkdir(o->directory);
     if (rc)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "report_internal.h"
+#include "vramkit/config.h"
 
 /* ======================================================================
  * Reading lines
@@ -482,9 +483,20 @@ struct vram_report {
     size_t n_inputs;
 };
 
-void vram_report_opts_init(vram_report_opts *o)
+int vram_report_opts_init(vram_report_opts *o)
 {
-    memset(o, 0, sizeof *o);
+    if (!o)
+        return vram__fail(VRAM_EINVAL, "vram_report_opts_init: opts is NULL");
+    int rc = vram_config_load();
+    const vram_config *c = vram_config_get();
+    *o = (vram_report_opts){
+        .size = sizeof *o,
+        .max_points = c->report_max_points > UINT32_MAX ? UINT32_MAX
+                                                        : (uint32_t)c->report_max_points,
+        .max_blocks = c->report_max_blocks > UINT32_MAX ? UINT32_MAX
+                                                        : (uint32_t)c->report_max_blocks,
+    };
+    return rc;
 }
 
 int vram_report_create(const vram_report_opts *opts, vram_report **out)
@@ -493,9 +505,11 @@ int vram_report_create(const vram_report_opts *opts, vram_report **out)
         return vram__fail(VRAM_EINVAL, "vram_report_create: out is NULL");
     *out = NULL;
     vram_report_opts o;
-    vram_report_opts_init(&o);
-    if (opts)
-        o = *opts;
+    int rc = vram_report_opts_init(&o);
+    if (!opts && rc)
+        return rc;
+    if (opts && (rc = vram__opts_take(&o, opts, sizeof o, "vram_report_opts")))
+        return rc;
     if (o.max_points && o.max_points < 8)
         return vram__fail(VRAM_EINVAL, "a series needs at least 8 points in the page, not %u",
                           o.max_points);

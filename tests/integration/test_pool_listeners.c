@@ -121,9 +121,9 @@ static void test_bad_listeners(void **state)
     vram_pool *p = make_pool(64 * MiB, &b);
     heard h = {.report_on = -1};
     vram_listener l = listener_of(&h, VRAM_EVENTS_ALL, 0);
-    l.size = 8;
+    l.size = sizeof l + 8; /* from a library newer than this one */
     assert_int_equal(vram_pool_listen(p, &l, NULL), VRAM_EINVAL);
-    assert_non_null(strstr(vram_last_error(), "sizeof(vram_listener)"));
+    assert_non_null(strstr(vram_last_error(), "is that of no version of the struct"));
     l = listener_of(&h, VRAM_EVENTS_ALL, 0);
     l.on_event = NULL;
     assert_int_equal(vram_pool_listen(p, &l, NULL), VRAM_EINVAL);

@@ -7,6 +7,7 @@
 
 #include "backend_internal.h"
 #include "vramkit/config.h"
+#include "vramkit/device.h"
 
 static const struct {
     const char *name;
@@ -57,7 +58,8 @@ static int wrap(const vram_backend_ops *ops, void *self, vram_backend_type type,
             ops->destroy(self);
         return VRAM_EHOSTMEM;
     }
-    b->ops = ops;
+    b->table = *ops;
+    b->ops = &b->table;
     b->self = self;
     b->type = type;
     b->device = device;
@@ -65,6 +67,30 @@ static int wrap(const vram_backend_ops *ops, void *self, vram_backend_type type,
     b->granularity = granularity;
     *out = b;
     return 0;
+}
+
+int vram_backend_opts_init(vram_backend_opts *o)
+{
+    if (!o)
+        return vram__fail(VRAM_EINVAL, "vram_backend_opts_init: opts is NULL");
+    int rc = vram_config_load();
+    const vram_config *c = vram_config_get();
+    *o = (vram_backend_opts){.size = sizeof *o, .capacity = c->capacity,
+                             .granularity = c->granularity};
+    return rc;
+}
+
+/* Devices' options live here with their backends', in every build. */
+int vram_device_opts_init(vram_device_opts *o)
+{
+    if (!o)
+        return vram__fail(VRAM_EINVAL, "vram_device_opts_init: opts is NULL");
+    int rc = vram_config_load();
+    const vram_config *c = vram_config_get();
+    *o = (vram_device_opts){.size = sizeof *o,
+                            .stack_limit = c->stack_limit > INT64_MAX ? INT64_MAX
+                                                                      : (int64_t)c->stack_limit};
+    return rc;
 }
 
 int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out)
@@ -76,8 +102,12 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
     if (rc)
         return rc;
     const vram_config *cfg = vram_config_get();
-    uint64_t capacity = opts && opts->capacity ? opts->capacity : cfg->capacity;
-    uint64_t gran = opts && opts->granularity ? opts->granularity : cfg->granularity;
+    vram_backend_opts taken = {.size = sizeof taken};
+    if (opts && (rc = vram__opts_take(&taken, opts, sizeof taken, "vram_backend_opts")))
+        return rc;
+    opts = &taken;
+    uint64_t capacity = opts->capacity ? opts->capacity : cfg->capacity;
+    uint64_t gran = opts->granularity ? opts->granularity : cfg->granularity;
     if (!vram__is_pow2(gran) || gran < 4096)
         return vram__fail(VRAM_EINVAL,
                           "granularity %llu must be a power of two of at least 4096 bytes",
@@ -108,6 +138,11 @@ int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t
     if (!ops || !out)
         return vram__fail(VRAM_EINVAL, "vram_backend_create_custom: ops and out are required");
     *out = NULL;
+    vram_backend_ops taken = {.size = sizeof taken};
+    int rc = vram__opts_take(&taken, ops, sizeof taken, "vram_backend_ops");
+    if (rc)
+        return rc;
+    ops = &taken;
     if ((ops->caps & VRAM_BACKEND_SEGMENTS) && (!ops->segment_alloc || !ops->segment_free))
         return vram__fail(VRAM_EINVAL, "backend %s: segments need segment_alloc and segment_free",
                           ops->name ? ops->name : "?");

@@ -9,7 +9,8 @@
 #include "vramkit/backend.h"
 
 struct vram_backend {
-    const vram_backend_ops *ops;
+    const vram_backend_ops *ops; /* &table */
+    vram_backend_ops table;      /* the caller's, as far as its size said */
     void *self;
     vram_backend_type type;
     vram_device *device; /* GPU types: what it draws from */

@@ -1,7 +1,8 @@
 /* src/core/base/fail.c - the internal shorthands for recording failures
  * (internal.h): every library of vramkit compiles them in, and they reach
  * the one per-thread sentence through the public vram_set_error, so a
- * failure in any layer reads the same in vram_last_error(). */
+ * failure in any layer reads the same in vram_last_error(). Also taking a
+ * caller's options by their size. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,4 +36,20 @@ void vram__error_save(vram__saved_error *s)
 int vram__error_restore(const vram__saved_error *s, int code)
 {
     return vram_set_error(code, "%s", s->msg);
+}
+
+int vram__opts_take(void *dst, const void *src, size_t this_size, const char *what)
+{
+    uint32_t size;
+    memcpy(&size, src, sizeof size);
+    if (!size)
+        size = (uint32_t)this_size;
+    if (size < sizeof size || size > this_size)
+        return vram__fail(VRAM_EINVAL, "%s: size %u is that of no version of the struct (this "
+                                       "library's is %zu: initialise it with its *_init, or set "
+                                       "size to sizeof)", what, size, this_size);
+    memcpy(dst, src, size);
+    uint32_t mine = (uint32_t)this_size;
+    memcpy(dst, &mine, sizeof mine);
+    return 0;
 }

@@ -36,6 +36,12 @@ void vram__error_save(vram__saved_error *s);
 /* Record the saved sentence as the last error again and return `code`. */
 int vram__error_restore(const vram__saved_error *s, int code);
 
+/* A caller's options `src` taken over `dst` (which holds the defaults), as
+ * far as their `size` (their first member, a uint32_t) says; 0 reads as
+ * `this_size`, this version's. dst's size then says this_size. VRAM_EINVAL
+ * naming `what` for a size no version of the struct had. */
+int vram__opts_take(void *dst, const void *src, size_t this_size, const char *what);
+
 /* Format a byte count for people: "512 B", "24.0 MiB", "1.50 GiB". Writes at
  * most `cap` bytes including the terminator and returns `buf`. */
 char *vram__fmt_bytes(char *buf, size_t cap, uint64_t bytes);

@@ -114,7 +114,10 @@ int vram_device_open(int index, const vram_device_opts *opts, vram_device **out)
     dev->index = index;
     dev->opens = 1;
     pthread_mutex_init(&dev->lock, NULL);
-    rc = device_setup(dev, opts);
+    vram_device_opts taken = {.size = sizeof taken, .stack_limit = -1};
+    rc = opts ? vram__opts_take(&taken, opts, sizeof taken, "vram_device_opts") : 0;
+    if (!rc)
+        rc = device_setup(dev, &taken);
     if (rc) {
         if (dev->ctx)
             vram__cu.cuDevicePrimaryCtxRelease(dev->handle);

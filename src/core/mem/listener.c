@@ -52,10 +52,11 @@ int vram_pool_listen(vram_pool *p, const vram_listener *l, uint32_t *id)
 {
     if (!p || !l)
         return vram__fail(VRAM_EINVAL, "vram_pool_listen: pool and listener are required");
-    if (l->size != sizeof *l)
-        return vram__fail(VRAM_EINVAL, "pool \"%s\": a listener's size must be "
-                                       "sizeof(vram_listener) (%zu), not %u",
-                          p->name, sizeof *l, l->size);
+    vram_listener taken = {.size = sizeof taken};
+    int rc = vram__opts_take(&taken, l, sizeof taken, "vram_listener");
+    if (rc)
+        return vram__fail_prefix(rc, "pool \"%s\": ", p->name);
+    l = &taken;
     if (!l->on_event || (l->events & ~(uint32_t)VRAM_EVENTS_ALL))
         return vram__fail(VRAM_EINVAL, "pool \"%s\": a listener needs on_event and known event "
                                        "types (events 0x%x)", p->name, l->events);
@@ -246,9 +247,13 @@ static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
 static vram_pool_hook hooks[MAX_HOOKS];
 static size_t n_hooks;
 
-int vram_pool_hook_add(const vram_pool_hook *h)
+int vram_pool_hook_add(const vram_pool_hook *hook)
 {
-    if (!h || !h->on_create)
+    vram_pool_hook taken = {.size = sizeof taken};
+    if (!hook || vram__opts_take(&taken, hook, sizeof taken, "vram_pool_hook"))
+        return vram__fail(VRAM_EINVAL, "vram_pool_hook_add: a hook (of a known size) is required");
+    const vram_pool_hook *h = &taken;
+    if (!h->on_create)
         return vram__fail(VRAM_EINVAL, "vram_pool_hook_add: a hook needs on_create");
     pthread_mutex_lock(&hooks_lock);
     int rc = 0;

@@ -59,6 +59,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_pool_opts){
+        .size = sizeof *o,
         .name = "pool",
         .policy = c->policy == 1 ? VRAM_POLICY_SEGMENTS : VRAM_POLICY_VMM,
         .alignment = c->alignment,
@@ -167,13 +168,13 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     if (!out)
         return vram__fail(VRAM_EINVAL, "vram_pool_create: out is NULL");
     *out = NULL;
-    vram_pool_opts defaults;
-    if (!opts) {
-        int rc = vram_pool_opts_init(&defaults);
-        if (rc)
-            return rc;
-        opts = &defaults;
-    }
+    vram_pool_opts taken;
+    int rc0 = vram_pool_opts_init(&taken);
+    if (!opts && rc0)
+        return rc0;
+    if (opts && (rc0 = vram__opts_take(&taken, opts, sizeof taken, "vram_pool_opts")))
+        return rc0;
+    opts = &taken;
     vram_pool *p = vram__calloc(1, sizeof *p);
     if (p)
         p->solo_epoch = 1; /* stamps start above solo_done */
@@ -502,7 +503,8 @@ int vram_pool_block_info(vram_pool *p, const void *ptr, vram_block_info *out)
         rc = vram__fail(VRAM_ENOTALLOC, "pool \"%s\": %p is not a live block", p->name, ptr);
     } else {
         const vram__block *b = (const vram__block *)(uintptr_t)v;
-        *out = (vram_block_info){b->size, b->requested, b->owner, (vram_kind)b->kind, b->stream};
+        *out = (vram_block_info){.size = b->size, .requested = b->requested, .owner = b->owner,
+                                 .kind = (vram_kind)b->kind, .stream = b->stream};
     }
     vram__pool_unlock(p);
     return rc;
