@@ -2,18 +2,22 @@
  *
  * An engine is a loaded model: its graph, its weights (uploaded once, pool
  * kind `weights`) and a plan of every intermediate tensor's offset in one
- * activation arena, shared read-only by every stream. A context is what one
- * execution needs: the arena (kind `activations`), workspace, and input and
- * output bindings sized for the largest batch (kind `io`). Once a context
- * exists, running it allocates nothing.
+ * activation arena, shared read-only by every stream. An execution context
+ * (vram_exec, not to be confused with a CUDA context) is what one execution
+ * needs: the arena (kind `activations`), workspace, and input and output
+ * bindings sized for the largest batch (kind `io`). Once it exists, running
+ * it allocates nothing. Workers keep one each; streams share them.
  *
  * Executors: "cpu", the plain-C reference (memory from a pool on the `host`
  * backend), and "cuda" (memory from a pool on a GPU backend: cuda,
  * cuda_async or vmm): convolutions through cuDNN, matrix products through
  * cuBLAS (both opened at run time), everything else on vramkit's own
- * kernels, each context on its own stream of the device the pool uses.
- * Errors follow the library's model: 0 or a negative VRAM_E* code, with the
- * sentence in vram_last_error(). */
+ * kernels, each execution context on its own stream of the device the pool
+ * uses. Errors follow the library's model: 0 or a negative VRAM_E* code,
+ * with the sentence in vram_last_error(); an object handed back through an
+ * out-pointer is the caller's to destroy, every string and descriptor the
+ * engine returns is the engine's and lives as long as it. Part of
+ * libvramkit-engine. */
 #ifndef VRAMKIT_ENGINE_H
 #define VRAMKIT_ENGINE_H
 
@@ -30,7 +34,7 @@ extern "C" {
 #endif
 
 typedef struct vram_engine vram_engine;
-typedef struct vram_context vram_context;
+typedef struct vram_exec vram_exec;
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 typedef enum vram_dtype {
@@ -59,7 +63,7 @@ typedef struct vram_engine_opts {
     const char *executor; /* "cpu" (the default) or "cuda" */
     int64_t batch;        /* the largest batch the engine serves, for inputs whose
                              first dimension is symbolic or unknown (contexts run
-                             at it, or at any smaller one: vram_context_set_batch);
+                             at it, or at any smaller one: vram_exec_set_batch);
                              memory is planned for it; 0: 1 */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
                              the engine makes its own (cpu: host backend; cuda:
@@ -96,7 +100,7 @@ VRAM_API int vram_engine_opts_init(vram_engine_opts *opts);
 VRAM_API int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out);
 VRAM_API int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
                            vram_engine **out);
-/* VRAM_EBUSY while a context of it lives. */
+/* VRAM_EBUSY while an execution context of it lives. NULL is accepted. */
 VRAM_API int vram_engine_destroy(vram_engine *engine);
 
 /* A tensor's name, element type (vram_dtype) and shape at the engine's
@@ -120,15 +124,15 @@ VRAM_API const char *vram_dtype_name(int dtype);
 /* Bytes per element; 0 for a type the engine does not handle. */
 VRAM_API size_t vram_dtype_size(int dtype);
 
-/* The engine's memory, in four categories, and what one more context costs
- * (its arena, workspace and bindings). */
+/* The engine's memory, in four categories, and what one more execution
+ * context costs (its arena, workspace and bindings). */
 typedef struct vram_engine_memory {
     uint64_t weights_bytes;         /* initializers and folded constants, once */
-    uint64_t activations_bytes;     /* one context's arena, as planned */
-    uint64_t activations_lower_bound; /* the most bytes live at one step */
-    uint64_t io_bytes;              /* one context's input and output bindings */
-    uint64_t workspace_bytes;       /* one context's scratch for the kernels */
-    uint64_t context_bytes;         /* activations + io + workspace */
+    uint64_t activations_bytes;     /* one execution context's arena, as planned */
+    uint64_t activations_lower_bound_bytes; /* the most bytes live at one step */
+    uint64_t io_bytes;              /* one execution context's input and output bindings */
+    uint64_t workspace_bytes;       /* one execution context's scratch for the kernels */
+    uint64_t exec_bytes;            /* activations + io + workspace: one more context */
     uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_engine_memory;
 VRAM_API int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
@@ -148,42 +152,44 @@ typedef struct vram_engine_info {
     const char *producer; /* owned by the engine */
     unsigned nodes, folded_nodes, fused_batchnorms, steps;
     int64_t batch;      /* the largest batch */
-    int batch_symbolic; /* contexts may run at batches 1..batch */
+    int batch_symbolic; /* execution contexts may run at batches 1..batch */
     uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_engine_info;
 VRAM_API int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
 
-/* A context: allocates its arena, workspace and bindings from the engine's
- * pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; nothing is kept then). */
-VRAM_API int vram_context_create(vram_engine *engine, vram_context **out);
-VRAM_API int vram_context_destroy(vram_context *ctx);
+/* An execution context: allocates its arena, workspace and bindings from
+ * the engine's pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; nothing is
+ * kept then). The caller destroys it (before the engine); destroy accepts
+ * NULL. */
+VRAM_API int vram_exec_create(vram_engine *engine, vram_exec **out);
+VRAM_API int vram_exec_destroy(vram_exec *exec);
 
 /* Copy `bytes` bytes of input `i` into its binding: the element type must be
  * the input's and the byte count its size at the engine's batch (the message
  * gives both). */
-VRAM_API int vram_context_set_input(vram_context *ctx, size_t i, const void *data, size_t bytes);
+VRAM_API int vram_exec_set_input(vram_exec *exec, size_t i, const void *data, size_t bytes);
 /* Run the next runs at `batch` (1 .. the engine's batch, when the model's
  * batch is symbolic): inputs and outputs then have that batch's sizes.
  * VRAM_EINVAL outside that range, or for another batch of a model whose
- * batch is fixed. A new context runs at the engine's batch. */
-VRAM_API int vram_context_set_batch(vram_context *ctx, int64_t batch);
-VRAM_API int64_t vram_context_batch(const vram_context *ctx);
-/* Input or output i's name, type and shape at the context's batch. */
-VRAM_API int vram_context_input_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
-VRAM_API int vram_context_output_desc(const vram_context *ctx, size_t i, vram_tensor_desc *out);
+ * batch is fixed. A new execution context runs at the engine's batch. */
+VRAM_API int vram_exec_set_batch(vram_exec *exec, int64_t batch);
+VRAM_API int64_t vram_exec_batch(const vram_exec *exec);
+/* Input or output i's name, type and shape at the execution context's batch. */
+VRAM_API int vram_exec_input_desc(const vram_exec *exec, size_t i, vram_tensor_desc *out);
+VRAM_API int vram_exec_output_desc(const vram_exec *exec, size_t i, vram_tensor_desc *out);
 /* Run the model and wait for it. Allocates nothing. cuda: a value in the
  * data that makes a step invalid (a Gather index out of range, an integer
  * division by zero) is VRAM_EINVAL naming the step, found after the run. */
-VRAM_API int vram_context_run(vram_context *ctx);
-/* Output i after a run: a pointer into the context's binding (device memory
+VRAM_API int vram_exec_run(vram_exec *exec);
+/* Output i after a run: a pointer into the execution context's binding (device memory
  * for the cuda executor), valid until the next run or destroy, and its byte
  * count. */
-VRAM_API int vram_context_output(vram_context *ctx, size_t i, const void **data, size_t *bytes);
+VRAM_API int vram_exec_output(vram_exec *exec, size_t i, const void **data, size_t *bytes);
 /* Copy output i after a run into host memory: `bytes` must be its size at
- * the context's batch (the message gives it). */
-VRAM_API int vram_context_read_output(vram_context *ctx, size_t i, void *dst, size_t bytes);
-/* The stream a cuda context runs on (NULL for the cpu executor). */
-VRAM_API vram_stream vram_context_stream(const vram_context *ctx);
+ * the execution context's batch (the message gives it). */
+VRAM_API int vram_exec_read_output(vram_exec *exec, size_t i, void *dst, size_t bytes);
+/* The stream a cuda execution context runs on (NULL for the cpu executor). */
+VRAM_API vram_stream vram_exec_stream(const vram_exec *exec);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
 #include "base/internal.h"
 #include "engine_internal.h"
 
-static void context_free(vram_context *c)
+static void context_free(vram_exec *c)
 {
     vram_engine *e = c->e;
     if (c->ex_state)
@@ -33,12 +33,12 @@ static int take(vram_engine *e, uint64_t bytes, vram_kind kind, const char *what
     return 0;
 }
 
-int vram_context_create(vram_engine *e, vram_context **out)
+int vram_exec_create(vram_engine *e, vram_exec **out)
 {
     if (!e || !out)
-        return vram__fail(VRAM_EINVAL, "vram_context_create: engine and out are required");
+        return vram__fail(VRAM_EINVAL, "vram_exec_create: engine and out are required");
     *out = NULL;
-    vram_context *c = vram__calloc(1, sizeof *c);
+    vram_exec *c = vram__calloc(1, sizeof *c);
     if (!c)
         return VRAM_EHOSTMEM;
     c->e = e;
@@ -82,7 +82,7 @@ int vram_context_create(vram_engine *e, vram_context **out)
     return 0;
 }
 
-int vram_context_destroy(vram_context *c)
+int vram_exec_destroy(vram_exec *c)
 {
     if (!c)
         return 0;
@@ -91,10 +91,10 @@ int vram_context_destroy(vram_context *c)
     return 0;
 }
 
-int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t bytes)
+int vram_exec_set_input(vram_exec *c, size_t i, const void *data, size_t bytes)
 {
     if (!c || (!data && bytes))
-        return vram__fail(VRAM_EINVAL, "vram_context_set_input: context and data are required");
+        return vram__fail(VRAM_EINVAL, "vram_exec_set_input: context and data are required");
     const vram_engine *e = c->e;
     if (i >= (size_t)e->g.n_inputs)
         return vram__fail(VRAM_EINVAL, "input %zu does not exist (the model has %d)", i,
@@ -107,17 +107,17 @@ int vram_context_set_input(vram_context *c, size_t i, const void *data, size_t b
     return bytes ? e->ex->copy_in(c->e, c, c->ptr[v], data, bytes) : 0;
 }
 
-int vram_context_run(vram_context *c)
+int vram_exec_run(vram_exec *c)
 {
     if (!c)
-        return vram__fail(VRAM_EINVAL, "vram_context_run: context is NULL");
+        return vram__fail(VRAM_EINVAL, "vram_exec_run: context is NULL");
     return c->e->ex->run(c);
 }
 
-int vram_context_output(vram_context *c, size_t i, const void **data, size_t *bytes)
+int vram_exec_output(vram_exec *c, size_t i, const void **data, size_t *bytes)
 {
     if (!c || !data || !bytes)
-        return vram__fail(VRAM_EINVAL, "vram_context_output: context, data and bytes are required");
+        return vram__fail(VRAM_EINVAL, "vram_exec_output: context, data and bytes are required");
     const vram_engine *e = c->e;
     if (i >= (size_t)e->g.n_outputs)
         return vram__fail(VRAM_EINVAL, "output %zu does not exist (the model has %d)", i,
@@ -128,15 +128,15 @@ int vram_context_output(vram_context *c, size_t i, const void **data, size_t *by
     return 0;
 }
 
-int vram_context_read_output(vram_context *c, size_t i, void *dst, size_t bytes)
+int vram_exec_read_output(vram_exec *c, size_t i, void *dst, size_t bytes)
 {
     const void *src = NULL;
     size_t n = 0;
-    int rc = vram_context_output(c, i, &src, &n);
+    int rc = vram_exec_output(c, i, &src, &n);
     if (rc)
         return rc;
     if (!dst && bytes)
-        return vram__fail(VRAM_EINVAL, "vram_context_read_output: dst is NULL");
+        return vram__fail(VRAM_EINVAL, "vram_exec_read_output: dst is NULL");
     if (bytes != n)
         return vram__fail(VRAM_EINVAL, "output '%s' has %zu bytes (batch %lld), not %zu",
                           c->e->g.values[c->e->g.outputs[i]].name, n, (long long)c->var->batch,
@@ -144,10 +144,10 @@ int vram_context_read_output(vram_context *c, size_t i, void *dst, size_t bytes)
     return n ? c->e->ex->copy_out(c, dst, src, n) : 0;
 }
 
-int vram_context_set_batch(vram_context *c, int64_t batch)
+int vram_exec_set_batch(vram_exec *c, int64_t batch)
 {
     if (!c)
-        return vram__fail(VRAM_EINVAL, "vram_context_set_batch: context is NULL");
+        return vram__fail(VRAM_EINVAL, "vram_exec_set_batch: context is NULL");
     const vram_engine *e = c->e;
     if (e->n_var == 1 && batch != e->batch)
         return vram__fail(VRAM_EINVAL, "the model's batch is fixed at %lld (its inputs do not "
@@ -161,10 +161,10 @@ int vram_context_set_batch(vram_context *c, int64_t batch)
     return 0;
 }
 
-int64_t vram_context_batch(const vram_context *c) { return c ? c->var->batch : 0; }
+int64_t vram_exec_batch(const vram_exec *c) { return c ? c->var->batch : 0; }
 
 
-int vram_context_input_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
+int vram_exec_input_desc(const vram_exec *c, size_t i, vram_tensor_desc *out)
 {
     if (!c || !out || i >= (size_t)c->e->g.n_inputs)
         return vram__fail(VRAM_EINVAL, "input %zu of %d", i, c ? c->e->g.n_inputs : 0);
@@ -173,7 +173,7 @@ int vram_context_input_desc(const vram_context *c, size_t i, vram_tensor_desc *o
     return 0;
 }
 
-int vram_context_output_desc(const vram_context *c, size_t i, vram_tensor_desc *out)
+int vram_exec_output_desc(const vram_exec *c, size_t i, vram_tensor_desc *out)
 {
     if (!c || !out || i >= (size_t)c->e->g.n_outputs)
         return vram__fail(VRAM_EINVAL, "output %zu of %d", i, c ? c->e->g.n_outputs : 0);
@@ -182,4 +182,4 @@ int vram_context_output_desc(const vram_context *c, size_t i, vram_tensor_desc *
     return 0;
 }
 
-vram_stream vram_context_stream(const vram_context *c) { return c ? c->stream : NULL; }
+vram_stream vram_exec_stream(const vram_exec *c) { return c ? c->stream : NULL; }

@@ -477,10 +477,10 @@ int vram_engine_memory_get(const vram_engine *e, vram_engine_memory *out)
     *out = (vram_engine_memory){
         .weights_bytes = e->weights_bytes,
         .activations_bytes = e->arena_bytes,
-        .activations_lower_bound = e->arena_lower_bound,
+        .activations_lower_bound_bytes = e->arena_lower_bound,
         .io_bytes = e->io_bytes,
         .workspace_bytes = e->workspace_bytes,
-        .context_bytes = e->arena_bytes + e->io_bytes + e->workspace_bytes,
+        .exec_bytes = e->arena_bytes + e->io_bytes + e->workspace_bytes,
     };
     return 0;
 }

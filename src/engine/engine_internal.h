@@ -130,14 +130,14 @@ typedef struct vram__exec_ops {
     void (*engine_fini)(vram_engine *e);
     /* Host bytes into engine memory (c NULL) or a context's (in order with
      * its runs), src NULL for zeros; and a context's bytes back to the host. */
-    int (*copy_in)(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n);
-    int (*copy_out)(vram_context *c, void *dst, const void *src, size_t n);
+    int (*copy_in)(vram_engine *e, vram_exec *c, void *dst, const void *src, size_t n);
+    int (*copy_out)(vram_exec *c, void *dst, const void *src, size_t n);
     /* A context's own state (streams, library handles), after its memory
      * is taken and before its bindings are filled. */
-    int (*context_init)(vram_context *c);
-    void (*context_fini)(vram_context *c);
+    int (*context_init)(vram_exec *c);
+    void (*context_fini)(vram_exec *c);
     /* Run every step at the context's batch, and wait for the result. */
-    int (*run)(vram_context *c);
+    int (*run)(vram_exec *c);
 } vram__exec_ops;
 
 extern const vram__exec_ops vram__exec_cpu_ops;
@@ -176,7 +176,7 @@ struct vram_engine {
     unsigned contexts;      /* alive */
 };
 
-struct vram_context {
+struct vram_exec {
     vram_engine *e;
     void *ex_state; /* the executor's, per context */
     vram_stream stream; /* what it runs on (cuda) */

@@ -7,9 +7,9 @@
 #include "base/internal.h"
 #include "engine_internal.h"
 
-static const vram__shape *shape_of(const vram_context *c, int v) { return &c->var->shape[v]; }
+static const vram__shape *shape_of(const vram_exec *c, int v) { return &c->var->shape[v]; }
 
-static int run_step(vram_context *ctx, const vram__step *st)
+static int run_step(vram_exec *ctx, const vram__step *st)
 {
     const vram_engine *e = ctx->e;
     const vram__graph *g = &e->g;
@@ -144,7 +144,7 @@ static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v)
     return most;
 }
 
-static int exec_run(vram_context *ctx)
+static int exec_run(vram_exec *ctx)
 {
     const vram_engine *e = ctx->e;
     for (int i = 0; i < ctx->var->n_steps; i++) {
@@ -175,7 +175,7 @@ static int engine_init(vram_engine *e)
 
 static void engine_fini(vram_engine *e) { (void)e; }
 
-static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n)
+static int copy_in(vram_engine *e, vram_exec *c, void *dst, const void *src, size_t n)
 {
     (void)e;
     (void)c;
@@ -186,15 +186,15 @@ static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, 
     return 0;
 }
 
-static int copy_out(vram_context *c, void *dst, const void *src, size_t n)
+static int copy_out(vram_exec *c, void *dst, const void *src, size_t n)
 {
     (void)c;
     memcpy(dst, src, n);
     return 0;
 }
 
-static int context_init(vram_context *c) { (void)c; return 0; }
-static void context_fini(vram_context *c) { (void)c; }
+static int context_init(vram_exec *c) { (void)c; return 0; }
+static void context_fini(vram_exec *c) { (void)c; }
 
 const vram__exec_ops vram__exec_cpu_ops = {
     .name = "cpu",

@@ -21,13 +21,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     vram_engine_memory m;
-    if (vram_engine_memory_get(e, &m) || m.activations_bytes < m.activations_lower_bound)
+    if (vram_engine_memory_get(e, &m) || m.activations_bytes < m.activations_lower_bound_bytes)
         abort();
-    if (m.context_bytes + m.weights_bytes <= (64u << 20)) {
-        vram_context *c;
-        if (vram_context_create(e, &c) == 0) {
-            vram_context_run(c); /* may refuse (e.g. a Gather index out of range), never crash */
-            vram_context_destroy(c);
+    if (m.exec_bytes + m.weights_bytes <= (64u << 20)) {
+        vram_exec *c;
+        if (vram_exec_create(e, &c) == 0) {
+            vram_exec_run(c); /* may refuse (e.g. a Gather index out of range), never crash */
+            vram_exec_destroy(c);
         }
     }
     if (vram_engine_destroy(e))

@@ -66,11 +66,11 @@ static vram_engine *load(const char *name, const char *executor, vram_pool *p, i
 
 /* Seeded inputs (float in [-1, 1), int64 in 0..3), the same for every call
  * with the same seed. */
-static void fill(vram_context *c, uint64_t seed)
+static void fill(vram_exec *c, uint64_t seed)
 {
     for (size_t i = 0;; i++) {
         vram_tensor_desc d;
-        if (vram_context_input_desc(c, i, &d))
+        if (vram_exec_input_desc(c, i, &d))
             break;
         size_t n = 1;
         for (int k = 0; k < d.rank; k++)
@@ -82,7 +82,7 @@ static void fill(vram_context *c, uint64_t seed)
                 x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
                 v[k] = (float)((double)((x * 0x2545F4914F6CDD1Dull) >> 40) / 8388608.0 - 1.0);
             }
-            assert_int_equal(vram_context_set_input(c, i, v, n * sizeof *v), 0);
+            assert_int_equal(vram_exec_set_input(c, i, v, n * sizeof *v), 0);
             free(v);
         } else {
             assert_int_equal(d.dtype, 7);
@@ -91,20 +91,20 @@ static void fill(vram_context *c, uint64_t seed)
                 x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
                 v[k] = (int64_t)((x * 0x2545F4914F6CDD1Dull) >> 62);
             }
-            assert_int_equal(vram_context_set_input(c, i, v, n * sizeof *v), 0);
+            assert_int_equal(vram_exec_set_input(c, i, v, n * sizeof *v), 0);
             free(v);
         }
     }
 }
 
 /* Output i read back to the host (caller frees), with its float count. */
-static float *output(vram_context *c, size_t i, size_t *n)
+static float *output(vram_exec *c, size_t i, size_t *n)
 {
     const void *p;
     size_t bytes;
-    assert_int_equal(vram_context_output(c, i, &p, &bytes), 0);
+    assert_int_equal(vram_exec_output(c, i, &p, &bytes), 0);
     float *h = malloc(bytes + 1);
-    assert_int_equal(vram_context_read_output(c, i, h, bytes), 0);
+    assert_int_equal(vram_exec_read_output(c, i, h, bytes), 0);
     *n = bytes / sizeof(float);
     return h;
 }
@@ -126,15 +126,15 @@ static void compare_with_cpu(const char *name, int64_t batch)
     vram_pool *p = gpu_pool("vmm", &b);
     vram_engine *ce = load(name, "cpu", NULL, batch, 0);
     vram_engine *ge = load(name, "cuda", p, batch, 0);
-    vram_context *cc, *gc;
-    assert_int_equal(vram_context_create(ce, &cc), 0);
-    assert_int_equal(vram_context_create(ge, &gc), 0);
-    assert_non_null(vram_context_stream(gc));
-    assert_null(vram_context_stream(cc));
+    vram_exec *cc, *gc;
+    assert_int_equal(vram_exec_create(ce, &cc), 0);
+    assert_int_equal(vram_exec_create(ge, &gc), 0);
+    assert_non_null(vram_exec_stream(gc));
+    assert_null(vram_exec_stream(cc));
     fill(cc, 7);
     fill(gc, 7);
-    assert_int_equal(vram_context_run(cc), 0);
-    assert_int_equal(vram_context_run(gc), 0);
+    assert_int_equal(vram_exec_run(cc), 0);
+    assert_int_equal(vram_exec_run(gc), 0);
     for (size_t i = 0; i < vram_engine_output_count(ce); i++) {
         size_t n1, n2;
         float *a = output(cc, i, &n1), *g = output(gc, i, &n2);
@@ -145,8 +145,8 @@ static void compare_with_cpu(const char *name, int64_t batch)
         free(a);
         free(g);
     }
-    vram_context_destroy(cc);
-    vram_context_destroy(gc);
+    vram_exec_destroy(cc);
+    vram_exec_destroy(gc);
     vram_engine_destroy(ce);
     vram_engine_destroy(ge);
     vram_pool_destroy(p);
@@ -172,16 +172,16 @@ static void test_run_allocates_nothing(void **state)
     vram_pool *p = gpu_pool("vmm", &b);
     vram_engine *plain = load("mixed_small_cnn", "cuda", p, 1, 0);
     vram_engine *graph = load("mixed_small_cnn", "cuda", p, 1, 1);
-    vram_context *a, *g;
-    assert_int_equal(vram_context_create(plain, &a), 0);
-    assert_int_equal(vram_context_create(graph, &g), 0);
+    vram_exec *a, *g;
+    assert_int_equal(vram_exec_create(plain, &a), 0);
+    assert_int_equal(vram_exec_create(graph, &g), 0);
     fill(a, 3);
     fill(g, 3);
     vram_pool_stats s0;
     assert_int_equal(vram_pool_stats_get(p, &s0), 0);
     for (int i = 0; i < 20; i++) {
-        assert_int_equal(vram_context_run(a), 0);
-        assert_int_equal(vram_context_run(g), 0);
+        assert_int_equal(vram_exec_run(a), 0);
+        assert_int_equal(vram_exec_run(g), 0);
     }
     vram_pool_stats s1;
     assert_int_equal(vram_pool_stats_get(p, &s1), 0);
@@ -195,8 +195,8 @@ static void test_run_allocates_nothing(void **state)
     free(x);
     free(y);
     assert_int_equal(vram_engine_destroy(plain), VRAM_EBUSY);
-    vram_context_destroy(a);
-    vram_context_destroy(g);
+    vram_exec_destroy(a);
+    vram_exec_destroy(g);
     assert_int_equal(vram_engine_destroy(plain), 0);
     assert_int_equal(vram_engine_destroy(graph), 0);
     vram_pool_stats s2;
@@ -215,17 +215,17 @@ static void test_graph_per_batch(void **state)
     vram_pool *p = gpu_pool("vmm", &b);
     vram_engine *plain = load(name, "cuda", p, 4, 0);
     vram_engine *graph = load(name, "cuda", p, 4, 1);
-    vram_context *a, *g;
-    assert_int_equal(vram_context_create(plain, &a), 0);
-    assert_int_equal(vram_context_create(graph, &g), 0);
+    vram_exec *a, *g;
+    assert_int_equal(vram_exec_create(plain, &a), 0);
+    assert_int_equal(vram_exec_create(graph, &g), 0);
     for (int64_t batch = 4; batch >= 1; batch -= 3) {
-        assert_int_equal(vram_context_set_batch(a, batch), 0);
-        assert_int_equal(vram_context_set_batch(g, batch), 0);
+        assert_int_equal(vram_exec_set_batch(a, batch), 0);
+        assert_int_equal(vram_exec_set_batch(g, batch), 0);
         fill(a, (uint64_t)batch);
         fill(g, (uint64_t)batch);
         for (int i = 0; i < 3; i++) {
-            assert_int_equal(vram_context_run(a), 0);
-            assert_int_equal(vram_context_run(g), 0);
+            assert_int_equal(vram_exec_run(a), 0);
+            assert_int_equal(vram_exec_run(g), 0);
         }
         size_t n1, n2;
         float *x = output(a, 0, &n1), *y = output(g, 0, &n2);
@@ -234,8 +234,8 @@ static void test_graph_per_batch(void **state)
         free(x);
         free(y);
     }
-    vram_context_destroy(a);
-    vram_context_destroy(g);
+    vram_exec_destroy(a);
+    vram_exec_destroy(g);
     vram_engine_destroy(plain);
     vram_engine_destroy(graph);
     vram_pool_destroy(p);
@@ -250,13 +250,13 @@ static void test_gather_index_error(void **state)
     vram_pool *p = gpu_pool("vmm", &b);
     for (int graphs = 0; graphs <= 1; graphs++) {
         vram_engine *e = load("gather_data_indices_axis_neg1", "cuda", p, 1, graphs);
-        vram_context *c;
-        assert_int_equal(vram_context_create(e, &c), 0);
+        vram_exec *c;
+        assert_int_equal(vram_exec_create(e, &c), 0);
         fill(c, 1);
-        assert_int_equal(vram_context_run(c), 0);
+        assert_int_equal(vram_exec_run(c), 0);
         vram_tensor_desc d;
         size_t idx = 0;
-        while (vram_context_input_desc(c, idx, &d) == 0 && d.dtype != 7)
+        while (vram_exec_input_desc(c, idx, &d) == 0 && d.dtype != 7)
             idx++;
         assert_int_equal(d.dtype, 7);
         int64_t bad[64] = {0};
@@ -265,13 +265,13 @@ static void test_gather_index_error(void **state)
             n *= (size_t)d.dims[k];
         assert_true(n <= 64);
         bad[n / 2] = 9;
-        assert_int_equal(vram_context_set_input(c, idx, bad, n * sizeof bad[0]), 0);
-        assert_int_equal(vram_context_run(c), VRAM_EINVAL);
+        assert_int_equal(vram_exec_set_input(c, idx, bad, n * sizeof bad[0]), 0);
+        assert_int_equal(vram_exec_run(c), VRAM_EINVAL);
         assert_contains(vram_last_error(), "index 9 is outside");
         bad[n / 2] = -1; /* from the end: valid again */
-        assert_int_equal(vram_context_set_input(c, idx, bad, n * sizeof bad[0]), 0);
-        assert_int_equal(vram_context_run(c), 0);
-        vram_context_destroy(c);
+        assert_int_equal(vram_exec_set_input(c, idx, bad, n * sizeof bad[0]), 0);
+        assert_int_equal(vram_exec_run(c), 0);
+        vram_exec_destroy(c);
         vram_engine_destroy(e);
     }
     vram_pool_destroy(p);
@@ -295,11 +295,11 @@ static void test_context_over_budget(void **state)
     assert_int_equal(vram_engine_load(model("mixed_small_cnn"), &o, &e), 0);
     vram_engine_memory m;
     assert_int_equal(vram_engine_memory_get(e, &m), 0);
-    assert_int_equal(vram_owner_set_budget(p, owner, m.weights_bytes + m.context_bytes / 2), 0);
+    assert_int_equal(vram_owner_set_budget(p, owner, m.weights_bytes + m.exec_bytes / 2), 0);
     vram_pool_stats s0;
     assert_int_equal(vram_pool_stats_get(p, &s0), 0);
-    vram_context *c = NULL;
-    assert_int_equal(vram_context_create(e, &c), VRAM_EBUDGET);
+    vram_exec *c = NULL;
+    assert_int_equal(vram_exec_create(e, &c), VRAM_EBUDGET);
     assert_null(c);
     vram_pool_stats s1;
     assert_int_equal(vram_pool_stats_get(p, &s1), 0);

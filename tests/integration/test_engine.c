@@ -73,11 +73,11 @@ static vram_pool_stats pool_stats(vram_pool *p)
     return s;
 }
 
-static void fill(vram_context *c, const vram_engine *e, float v)
+static void fill(vram_exec *c, const vram_engine *e, float v)
 {
     for (size_t i = 0; i < vram_engine_input_count(e); i++) {
         vram_tensor_desc d;
-        assert_int_equal(vram_context_input_desc(c, i, &d), 0);
+        assert_int_equal(vram_exec_input_desc(c, i, &d), 0);
         size_t n = 1;
         for (int k = 0; k < d.rank; k++)
             n *= (size_t)d.dims[k];
@@ -85,7 +85,7 @@ static void fill(vram_context *c, const vram_engine *e, float v)
         float *x = malloc(n * sizeof *x);
         for (size_t k = 0; k < n; k++)
             x[k] = v * (float)((k % 7) - 3);
-        assert_int_equal(vram_context_set_input(c, i, x, n * sizeof *x), 0);
+        assert_int_equal(vram_exec_set_input(c, i, x, n * sizeof *x), 0);
         free(x);
     }
 }
@@ -118,34 +118,34 @@ static void test_run_allocates_nothing(void **state)
     vram_engine_memory m;
     assert_int_equal(vram_engine_memory_get(e, &m), 0);
     assert_true(m.weights_bytes > 0 && m.activations_bytes > 0 && m.io_bytes > 0);
-    assert_true(m.activations_bytes >= m.activations_lower_bound);
-    assert_true((double)m.activations_bytes <= 1.05 * (double)m.activations_lower_bound);
-    assert_int_equal(m.context_bytes, m.activations_bytes + m.io_bytes + m.workspace_bytes);
+    assert_true(m.activations_bytes >= m.activations_lower_bound_bytes);
+    assert_true((double)m.activations_bytes <= 1.05 * (double)m.activations_lower_bound_bytes);
+    assert_int_equal(m.exec_bytes, m.activations_bytes + m.io_bytes + m.workspace_bytes);
     /* Weights are in the pool, as kind weights. */
     vram_pool_stats s0 = pool_stats(p);
     assert_true(s0.live_bytes >= m.weights_bytes);
 
-    vram_context *c;
-    assert_int_equal(vram_context_create(e, &c), 0);
+    vram_exec *c;
+    assert_int_equal(vram_exec_create(e, &c), 0);
     vram_pool_stats s1 = pool_stats(p);
     assert_int_equal(s1.live_bytes - s0.live_bytes,
                      m.activations_bytes + m.io_bytes + m.workspace_bytes);
     fill(c, e, 0.25f);
-    assert_int_equal(vram_context_run(c), 0);
+    assert_int_equal(vram_exec_run(c), 0);
     const void *out;
     size_t bytes;
-    assert_int_equal(vram_context_output(c, 0, &out, &bytes), 0);
+    assert_int_equal(vram_exec_output(c, 0, &out, &bytes), 0);
     float *first = malloc(bytes);
     /* Read back through the executor: the same bytes; the size must be exact. */
-    assert_int_equal(vram_context_read_output(c, 0, first, bytes), 0);
+    assert_int_equal(vram_exec_read_output(c, 0, first, bytes), 0);
     assert_memory_equal(first, out, bytes);
-    assert_int_equal(vram_context_read_output(c, 0, first, bytes - 4), VRAM_EINVAL);
+    assert_int_equal(vram_exec_read_output(c, 0, first, bytes - 4), VRAM_EINVAL);
     assert_contains(vram_last_error(), "bytes (batch 1)");
-    assert_int_equal(vram_context_read_output(c, 9, first, bytes), VRAM_EINVAL);
-    assert_null(vram_context_stream(c)); /* the cpu executor has none */
+    assert_int_equal(vram_exec_read_output(c, 9, first, bytes), VRAM_EINVAL);
+    assert_null(vram_exec_stream(c)); /* the cpu executor has none */
     vram_pool_stats s2 = pool_stats(p);
     for (int i = 0; i < 5; i++)
-        assert_int_equal(vram_context_run(c), 0);
+        assert_int_equal(vram_exec_run(c), 0);
     vram_pool_stats s3 = pool_stats(p);
     /* Nothing allocated, freed or asked of the backend while running. */
     assert_int_equal(s3.allocs_total, s2.allocs_total);
@@ -153,26 +153,26 @@ static void test_run_allocates_nothing(void **state)
     assert_int_equal(s3.backend_calls_total, s2.backend_calls_total);
     assert_int_equal(s3.live_bytes, s1.live_bytes);
     assert_int_equal(s2.allocs_total, s1.allocs_total);
-    assert_int_equal(vram_context_output(c, 0, &out, &bytes), 0);
+    assert_int_equal(vram_exec_output(c, 0, &out, &bytes), 0);
     assert_memory_equal(out, first, bytes);
 
     /* A second context runs on its own memory. */
-    vram_context *c2;
-    assert_int_equal(vram_context_create(e, &c2), 0);
+    vram_exec *c2;
+    assert_int_equal(vram_exec_create(e, &c2), 0);
     fill(c2, e, -0.5f);
-    assert_int_equal(vram_context_run(c2), 0);
+    assert_int_equal(vram_exec_run(c2), 0);
     const void *out2;
-    assert_int_equal(vram_context_output(c2, 0, &out2, &bytes), 0);
+    assert_int_equal(vram_exec_output(c2, 0, &out2, &bytes), 0);
     assert_true(out2 != out);
     assert_true(memcmp(out2, first, bytes) != 0);
-    assert_int_equal(vram_context_output(c, 0, &out, &bytes), 0);
+    assert_int_equal(vram_exec_output(c, 0, &out, &bytes), 0);
     assert_memory_equal(out, first, bytes);
 
     /* The engine outlives its contexts. */
     assert_int_equal(vram_engine_destroy(e), VRAM_EBUSY);
     assert_contains(vram_last_error(), "2 context(s)");
-    assert_int_equal(vram_context_destroy(c2), 0);
-    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_exec_destroy(c2), 0);
+    assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(pool_stats(p).live_bytes, s0.live_bytes);
     assert_int_equal(vram_engine_destroy(e), 0);
     assert_int_equal(pool_stats(p).live_bytes, 0);
@@ -182,12 +182,12 @@ static void test_run_allocates_nothing(void **state)
 }
 
 /* Outputs of one run at the context's batch, on inputs from fill(). */
-static float *run_once(vram_context *c, const vram_engine *e, size_t *bytes)
+static float *run_once(vram_exec *c, const vram_engine *e, size_t *bytes)
 {
     fill(c, e, 0.5f);
-    assert_int_equal(vram_context_run(c), 0);
+    assert_int_equal(vram_exec_run(c), 0);
     const void *out;
-    assert_int_equal(vram_context_output(c, 0, &out, bytes), 0);
+    assert_int_equal(vram_exec_output(c, 0, &out, bytes), 0);
     float *copy = malloc(*bytes);
     memcpy(copy, out, *bytes);
     return copy;
@@ -208,14 +208,14 @@ static void test_batch(void **state)
     vram_engine_info_get(big, &info);
     assert_int_equal(info.batch, 4);
     assert_true(info.batch_symbolic);
-    vram_context *c;
-    assert_int_equal(vram_context_create(big, &c), 0);
-    assert_int_equal(vram_context_batch(c), 4);
+    vram_exec *c;
+    assert_int_equal(vram_exec_create(big, &c), 0);
+    assert_int_equal(vram_exec_batch(c), 4);
     uint64_t io[5] = {0};
     for (int64_t b = 1; b <= 4; b++) {
-        assert_int_equal(vram_context_set_batch(c, b), 0);
+        assert_int_equal(vram_exec_set_batch(c, b), 0);
         vram_tensor_desc d;
-        assert_int_equal(vram_context_output_desc(c, 0, &d), 0);
+        assert_int_equal(vram_exec_output_desc(c, 0, &d), 0);
         assert_int_equal(d.dims[0], b);
         size_t n_big, n_one;
         float *ours = run_once(c, big, &n_big);
@@ -223,31 +223,31 @@ static void test_batch(void **state)
         o.batch = b;
         vram_engine *one;
         assert_int_equal(vram_engine_load(model("mixed_dynamic_batch_N"), &o, &one), 0);
-        vram_context *c1;
-        assert_int_equal(vram_context_create(one, &c1), 0);
+        vram_exec *c1;
+        assert_int_equal(vram_exec_create(one, &c1), 0);
         float *theirs = run_once(c1, one, &n_one);
         assert_int_equal(n_big, n_one);
         assert_memory_equal(ours, theirs, n_big);
         free(ours);
         free(theirs);
-        assert_int_equal(vram_context_destroy(c1), 0);
+        assert_int_equal(vram_exec_destroy(c1), 0);
         assert_int_equal(vram_engine_destroy(one), 0);
     }
     assert_true(io[1] < io[2] && io[2] < io[4]);
-    assert_int_equal(vram_context_set_batch(c, 5), VRAM_EINVAL);
+    assert_int_equal(vram_exec_set_batch(c, 5), VRAM_EINVAL);
     assert_contains(vram_last_error(), "outside 1..4");
-    assert_int_equal(vram_context_set_batch(c, 0), VRAM_EINVAL);
-    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_exec_set_batch(c, 0), VRAM_EINVAL);
+    assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(vram_engine_destroy(big), 0);
 
     /* A model whose batch is fixed in the file. */
     vram_engine *fixed;
     assert_int_equal(vram_engine_load(model("mixed_small_cnn"), NULL, &fixed), 0);
-    assert_int_equal(vram_context_create(fixed, &c), 0);
-    assert_int_equal(vram_context_set_batch(c, 1), 0);
-    assert_int_equal(vram_context_set_batch(c, 2), VRAM_EINVAL);
+    assert_int_equal(vram_exec_create(fixed, &c), 0);
+    assert_int_equal(vram_exec_set_batch(c, 1), 0);
+    assert_int_equal(vram_exec_set_batch(c, 2), VRAM_EINVAL);
     assert_contains(vram_last_error(), "fixed at 1");
-    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(vram_engine_destroy(fixed), 0);
 }
 
@@ -312,18 +312,18 @@ static void test_bad_input(void **state)
 
     /* Inputs of the wrong size, outputs and inputs out of range. */
     assert_int_equal(vram_engine_load_bytes(bytes, len, NULL, &e), 0);
-    vram_context *c;
-    assert_int_equal(vram_context_create(e, &c), 0);
+    vram_exec *c;
+    assert_int_equal(vram_exec_create(e, &c), 0);
     float x[4] = {0};
-    assert_int_equal(vram_context_set_input(c, 0, x, sizeof x), VRAM_EINVAL);
+    assert_int_equal(vram_exec_set_input(c, 0, x, sizeof x), VRAM_EINVAL);
     assert_contains(vram_last_error(), "input 'image' takes 12288 bytes");
-    assert_int_equal(vram_context_set_input(c, 3, x, sizeof x), VRAM_EINVAL);
+    assert_int_equal(vram_exec_set_input(c, 3, x, sizeof x), VRAM_EINVAL);
     const void *out;
     size_t n;
-    assert_int_equal(vram_context_output(c, 9, &out, &n), VRAM_EINVAL);
+    assert_int_equal(vram_exec_output(c, 9, &out, &n), VRAM_EINVAL);
     vram_tensor_desc d;
     assert_int_equal(vram_engine_input(e, 5, &d), VRAM_EINVAL);
-    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(vram_engine_destroy(e), 0);
     free(bytes);
 }
@@ -345,15 +345,15 @@ static void test_context_out_of_memory(void **state)
     uint64_t live = pool_stats(p).live_bytes;
     /* A budget the weights fit and a context does not. */
     assert_int_equal(vram_owner_set_budget(p, cam, live + 4096), 0);
-    vram_context *c = (vram_context *)(uintptr_t)1;
-    assert_int_equal(vram_context_create(e, &c), VRAM_EBUDGET);
+    vram_exec *c = (vram_exec *)(uintptr_t)1;
+    assert_int_equal(vram_exec_create(e, &c), VRAM_EBUDGET);
     assert_null(c);
     assert_contains(vram_last_error(), "context");
     assert_contains(vram_last_error(), "cam07");
     assert_int_equal(pool_stats(p).live_bytes, live);
     assert_int_equal(vram_owner_set_budget(p, cam, 0), 0);
-    assert_int_equal(vram_context_create(e, &c), 0);
-    assert_int_equal(vram_context_destroy(c), 0);
+    assert_int_equal(vram_exec_create(e, &c), 0);
+    assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(vram_engine_destroy(e), 0);
     assert_int_equal(vram_pool_destroy(p), 0);
     assert_int_equal(vram_backend_destroy(b), 0);

@@ -93,8 +93,8 @@ static int info(const char *model, const model_opts *mo, int json)
         return 1;
     }
     vram_engine_op_counts(e, ops, n_ops, &n_ops);
-    double ratio = m.activations_lower_bound
-                       ? (double)m.activations_bytes / (double)m.activations_lower_bound
+    double ratio = m.activations_lower_bound_bytes
+                       ? (double)m.activations_bytes / (double)m.activations_lower_bound_bytes
                        : 1.0;
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -111,15 +111,7 @@ static int info(const char *model, const model_opts *mo, int json)
         cJSON_AddNumberToObject(o, "folded_nodes", in.folded_nodes);
         cJSON_AddNumberToObject(o, "fused_batchnorms", in.fused_batchnorms);
         cJSON_AddNumberToObject(o, "steps", in.steps);
-        cJSON *mm = cJSON_AddObjectToObject(o, "memory");
-        cJSON_AddNumberToObject(mm, "weights_bytes", (double)m.weights_bytes);
-        cJSON_AddNumberToObject(mm, "activations_bytes", (double)m.activations_bytes);
-        cJSON_AddNumberToObject(mm, "activations_lower_bound_bytes",
-                                (double)m.activations_lower_bound);
-        cJSON_AddNumberToObject(mm, "activations_over_lower_bound", ratio);
-        cJSON_AddNumberToObject(mm, "io_bytes", (double)m.io_bytes);
-        cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m.workspace_bytes);
-        cJSON_AddNumberToObject(mm, "context_bytes", (double)m.context_bytes);
+        model_memory_json(o, &m);
         char *s = cJSON_PrintUnformatted(o);
         if (s)
             printf("%s\n", s);
@@ -147,15 +139,15 @@ static int info(const char *model, const model_opts *mo, int json)
         printf("\n\nmemory                 MiB        bytes\n");
         printf("weights         %10.2f %12llu   once per engine\n", mib(m.weights_bytes),
                (unsigned long long)m.weights_bytes);
-        printf("activations     %10.2f %12llu   arena per context; lower bound %llu (%.3fx)\n",
+        printf("activations     %10.2f %12llu   arena per execution context; lower bound %llu (%.3fx)\n",
                mib(m.activations_bytes), (unsigned long long)m.activations_bytes,
-               (unsigned long long)m.activations_lower_bound, ratio);
-        printf("input/output    %10.2f %12llu   bindings per context\n", mib(m.io_bytes),
+               (unsigned long long)m.activations_lower_bound_bytes, ratio);
+        printf("input/output    %10.2f %12llu   bindings per execution context\n", mib(m.io_bytes),
                (unsigned long long)m.io_bytes);
-        printf("workspace       %10.2f %12llu   per context\n", mib(m.workspace_bytes),
+        printf("workspace       %10.2f %12llu   per execution context\n", mib(m.workspace_bytes),
                (unsigned long long)m.workspace_bytes);
-        printf("one more context %9.2f %12llu\n", mib(m.context_bytes),
-               (unsigned long long)m.context_bytes);
+        printf("one more context %9.2f %12llu   arena + bindings + workspace\n", mib(m.exec_bytes),
+               (unsigned long long)m.exec_bytes);
     }
     free(ops);
     vram_engine_destroy(e);
@@ -167,7 +159,7 @@ typedef struct named_input {
 } named_input;
 
 /* Read the .npy for input i and check it against the model's input. */
-static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, const char *path)
+static int feed_file(vram_exec *ctx, size_t i, const vram_tensor_desc *d, const char *path)
 {
     vram_npy a;
     int rc = vram_npy_read(path, &a);
@@ -185,7 +177,7 @@ static int feed_file(vram_context *ctx, size_t i, const vram_tensor_desc *d, con
         vram_npy_free(&a);
         return 1;
     }
-    rc = vram_context_set_input(ctx, i, a.data, a.nbytes);
+    rc = vram_exec_set_input(ctx, i, a.data, a.nbytes);
     vram_npy_free(&a);
     return rc ? cli_lib_error("model run", rc) : 0;
 }
@@ -209,7 +201,7 @@ static int make_dirs(const char *dir)
     return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-static int write_outputs(const vram_engine *e, vram_context *ctx, const char *dir, cJSON *list)
+static int write_outputs(const vram_engine *e, vram_exec *ctx, const char *dir, cJSON *list)
 {
     if (make_dirs(dir)) {
         fprintf(stderr, "vramkit model run: cannot create %s: %s\n", dir, strerror(errno));
@@ -219,7 +211,7 @@ static int write_outputs(const vram_engine *e, vram_context *ctx, const char *di
         vram_tensor_desc d;
         void *data = NULL;
         size_t bytes;
-        vram_context_output_desc(ctx, i, &d);
+        vram_exec_output_desc(ctx, i, &d);
         int rc = model_read_output(ctx, i, &data, &bytes);
         char file[512], path[4096];
         if (!rc)
@@ -255,13 +247,7 @@ static void print_json(const char *model, const model_opts *mo, const vram_engin
     cJSON_AddBoolToObject(o, "tf32", mo->tf32);
     vram_engine_info in;
     vram_engine_info_get(e, &in);
-    cJSON *mm = cJSON_AddObjectToObject(o, "memory");
-    cJSON_AddNumberToObject(mm, "weights_bytes", (double)m.weights_bytes);
-    cJSON_AddNumberToObject(mm, "activations_bytes", (double)m.activations_bytes);
-    cJSON_AddNumberToObject(mm, "activations_lower_bound", (double)m.activations_lower_bound);
-    cJSON_AddNumberToObject(mm, "io_bytes", (double)m.io_bytes);
-    cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m.workspace_bytes);
-    cJSON_AddNumberToObject(mm, "context_bytes", (double)m.context_bytes);
+    model_memory_json(o, &m);
     cJSON_AddItemToObject(o, "outputs", outputs);
     cJSON_AddNumberToObject(o, "first_run_ms", first);
     if (bench > 0) {
@@ -291,9 +277,9 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
     int rc = model_load(model, mo, &e);
     if (rc)
         return cli_lib_error("model run", rc);
-    vram_context *ctx = NULL;
+    vram_exec *ctx = NULL;
     int status = 0;
-    rc = vram_context_create(e, &ctx);
+    rc = vram_exec_create(e, &ctx);
     if (rc)
         status = cli_lib_error("model run", rc);
     for (int k = 0; !status && k < n_in; k++) { /* every --input must name an input */
@@ -323,13 +309,13 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
             break;
         }
         model_fill_random(seed, i, d.dtype, n, buf);
-        rc = vram_context_set_input(ctx, i, buf, bytes);
+        rc = vram_exec_set_input(ctx, i, buf, bytes);
         free(buf);
         if (rc)
             status = cli_lib_error("model run", rc);
     }
     double t0 = model_now_ms();
-    if (!status && (rc = vram_context_run(ctx)))
+    if (!status && (rc = vram_exec_run(ctx)))
         status = cli_lib_error("model run", rc);
     double first = model_now_ms() - t0;
     cJSON *list = json ? cJSON_CreateArray() : NULL;
@@ -338,7 +324,7 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
         ms = calloc((size_t)bench, sizeof *ms);
         for (long i = 0; ms && !status && i < bench; i++) {
             double t = model_now_ms();
-            if ((rc = vram_context_run(ctx)))
+            if ((rc = vram_exec_run(ctx)))
                 status = cli_lib_error("model run", rc);
             ms[i] = model_now_ms() - t;
         }
@@ -364,7 +350,7 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
     else
         cJSON_Delete(list);
     free(ms);
-    vram_context_destroy(ctx);
+    vram_exec_destroy(ctx);
     vram_engine_destroy(e);
     return status;
 }

@@ -33,7 +33,7 @@ static void outputs_free(outputs *o)
 
 /* Keep the float outputs of a run (others are compared exactly as bytes
  * would be: they are skipped here, the run itself is what is timed). */
-static int keep_outputs(vram_context *c, const vram_engine *e, outputs *o)
+static int keep_outputs(vram_exec *c, const vram_engine *e, outputs *o)
 {
     o->count = vram_engine_output_count(e);
     o->data = calloc(o->count, sizeof *o->data);
@@ -107,22 +107,22 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
         return 1;
     for (int l = 0; l < n_limits && !status; l++) {
         vram_engine *e;
-        vram_context *c = NULL;
+        vram_exec *c = NULL;
         mo.workspace = limits[l];
         int rc = model_load(model, &mo, &e);
         if (rc)
             return free(ms), outputs_free(&first), cli_lib_error("model sweep", rc);
-        rc = vram_context_create(e, &c);
+        rc = vram_exec_create(e, &c);
         if (!rc)
             rc = model_fill_inputs(c, e, seed);
         if (!rc)
-            rc = vram_context_run(c); /* warm-up, and the outputs compared */
+            rc = vram_exec_run(c); /* warm-up, and the outputs compared */
         outputs o = {0};
         if (!rc)
             rc = keep_outputs(c, e, l == 0 ? &first : &o);
         for (long i = 0; !rc && i < runs; i++) {
             double t = model_now_ms();
-            rc = vram_context_run(c);
+            rc = vram_exec_run(c);
             ms[i] = model_now_ms() - t;
         }
         if (rc) {
@@ -138,7 +138,7 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
             char lim[32];
             vram_size_format(lim, sizeof lim, limits[l]);
             printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
-                   (unsigned long long)m.workspace_bytes, (unsigned long long)m.context_bytes,
+                   (unsigned long long)m.workspace_bytes, (unsigned long long)m.exec_bytes,
                    ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);
             double tol = mo.tf32 ? 1e-2 : 1e-4;
             if (!(diff <= tol)) {
@@ -149,7 +149,7 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
             }
         }
         outputs_free(&o);
-        vram_context_destroy(c);
+        vram_exec_destroy(c);
         vram_engine_destroy(e);
     }
     free(ms);

@@ -79,16 +79,16 @@ int model_load(const char *path, const model_opts *mo, vram_engine **e)
     return vram_engine_load(path, &o, e);
 }
 
-int model_read_output(vram_context *c, size_t i, void **data, size_t *bytes)
+int model_read_output(vram_exec *c, size_t i, void **data, size_t *bytes)
 {
     const void *p;
-    int rc = vram_context_output(c, i, &p, bytes);
+    int rc = vram_exec_output(c, i, &p, bytes);
     if (rc)
         return rc;
     *data = malloc(*bytes ? *bytes : 1);
     if (!*data)
         return VRAM_EHOSTMEM;
-    rc = vram_context_read_output(c, i, *data, *bytes);
+    rc = vram_exec_read_output(c, i, *data, *bytes);
     if (rc) {
         free(*data);
         *data = NULL;
@@ -137,7 +137,7 @@ void model_fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *
     }
 }
 
-int model_fill_inputs(vram_context *ctx, const vram_engine *e, uint64_t seed)
+int model_fill_inputs(vram_exec *ctx, const vram_engine *e, uint64_t seed)
 {
     for (size_t i = 0; i < vram_engine_input_count(e); i++) {
         vram_tensor_desc d;
@@ -148,12 +148,30 @@ int model_fill_inputs(vram_context *ctx, const vram_engine *e, uint64_t seed)
         if (!buf)
             return VRAM_EHOSTMEM;
         model_fill_random(seed, i, d.dtype, n, buf);
-        int rc = vram_context_set_input(ctx, i, buf, bytes);
+        int rc = vram_exec_set_input(ctx, i, buf, bytes);
         free(buf);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+void model_memory_json(cJSON *parent, const vram_engine_memory *m)
+{
+    cJSON *mm = cJSON_AddObjectToObject(parent, "memory");
+    if (!mm)
+        return;
+    double ratio = m->activations_lower_bound_bytes ? (double)m->activations_bytes /
+                                                          (double)m->activations_lower_bound_bytes
+                                                    : 1.0;
+    cJSON_AddNumberToObject(mm, "weights_bytes", (double)m->weights_bytes);
+    cJSON_AddNumberToObject(mm, "activations_bytes", (double)m->activations_bytes);
+    cJSON_AddNumberToObject(mm, "activations_lower_bound_bytes",
+                            (double)m->activations_lower_bound_bytes);
+    cJSON_AddNumberToObject(mm, "activations_over_lower_bound", ratio);
+    cJSON_AddNumberToObject(mm, "io_bytes", (double)m->io_bytes);
+    cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m->workspace_bytes);
+    cJSON_AddNumberToObject(mm, "exec_bytes", (double)m->exec_bytes);
 }
 
 double model_now_ms(void)

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "vramkit/engine.h"
 
 /* The library's default workspace limit (the executor's). */
@@ -41,7 +43,7 @@ int model_load(const char *path, const model_opts *o, vram_engine **e);
 
 /* Output i of a context after a run, copied into host memory the caller
  * frees (whatever the executor: device memory is read back). */
-int model_read_output(vram_context *c, size_t i, void **data, size_t *bytes);
+int model_read_output(vram_exec *c, size_t i, void **data, size_t *bytes);
 
 /* Elements of a tensor. */
 int64_t model_elems(const vram_tensor_desc *d);
@@ -52,7 +54,12 @@ int64_t model_elems(const vram_tensor_desc *d);
 void model_fill_random(uint64_t seed, size_t input, int dtype, int64_t n, void *out);
 
 /* Fill every input of a context from the rule. 0 or a library error. */
-int model_fill_inputs(vram_context *ctx, const vram_engine *e, uint64_t seed);
+int model_fill_inputs(vram_exec *ctx, const vram_engine *e, uint64_t seed);
+
+/* The engine's memory as the "memory" member every `model` command's JSON
+ * has: weights_bytes, activations_bytes, activations_lower_bound_bytes,
+ * activations_over_lower_bound, io_bytes, workspace_bytes, exec_bytes. */
+void model_memory_json(cJSON *parent, const vram_engine_memory *m);
 
 double model_now_ms(void);
 int model_cmp_double(const void *a, const void *b);

@@ -96,7 +96,7 @@ int vram__cuda_plan_step(vram_engine *e, cudnnHandle_t h, const vram__variant *v
                          vram__cuda_step *out);
 void vram__cuda_step_free(vram__cuda_step *s);
 int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *p,
+                        const vram_exec *ctx, const vram__step *st, const vram__cuda_conv *p,
                         cudnnBackendDescriptor_t *pack);
 
 /* cudnn_graph.c: the convolution's plan for the device of handle h (the
@@ -109,13 +109,13 @@ int vram__cudnn_graph_pack(const void *x, const void *w, void *y, void *ws,
                            cudnnBackendDescriptor_t *out);
 void vram__cudnn_graph_free(cudnnBackendDescriptor_t *d);
 int vram__cuda_gemm_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_gemm *p);
+                        const vram_exec *ctx, const vram__step *st, const vram__cuda_gemm *p);
 
 /* cuda_fuse.c: fold the steps after variant v's convolutions into their
  * epilogues where that is exact; returns how many were folded. */
 unsigned vram__cuda_fuse(const vram_engine *e, const vram__variant *v, vram__cuda_step *steps);
 int vram__cuda_epilogue_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                            const vram_context *ctx, const vram__step *st,
+                            const vram_exec *ctx, const vram__step *st,
                             const vram__cuda_epilogue *ep);
 
 #endif

@@ -197,13 +197,13 @@ void vram__cuda_step_free(vram__cuda_step *s)
     *s = (vram__cuda_step){0};
 }
 
-static void *in_ptr(const vram_context *ctx, const vram__node *n, int i)
+static void *in_ptr(const vram_exec *ctx, const vram__node *n, int i)
 {
     return n->n_in > i && n->in[i] >= 0 ? ctx->ptr[n->in[i]] : NULL;
 }
 
 int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_conv *c,
+                        const vram_exec *ctx, const vram__step *st, const vram__cuda_conv *c,
                         cudnnBackendDescriptor_t *pack)
 {
     const vram__conv2d *p = &st->p.conv;
@@ -241,7 +241,7 @@ int vram__cuda_conv_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
 }
 
 int vram__cuda_epilogue_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                            const vram_context *ctx, const vram__step *st,
+                            const vram_exec *ctx, const vram__step *st,
                             const vram__cuda_epilogue *ep)
 {
     return vram__cuk_epilogue(ce->cuk, cc->stream, ep->n, ep->c, ep->spatial,
@@ -283,7 +283,7 @@ static void batch_offsets(const vram__shape *as, const vram__shape *bs, const vr
 }
 
 int vram__cuda_gemm_run(const vram__cuda_engine *ce, vram__cuda_context *cc,
-                        const vram_context *ctx, const vram__step *st, const vram__cuda_gemm *g)
+                        const vram_exec *ctx, const vram__step *st, const vram__cuda_gemm *g)
 {
     const vram__node *n = &ctx->e->g.nodes[st->node];
     const float *a = in_ptr(ctx, n, 0), *b = in_ptr(ctx, n, 1);

@@ -46,7 +46,7 @@ void vram__cuk_unload(vram__cuk *k);
  * whose values are at ctx->ptr[...] (device memory) with shapes
  * ctx->var->shape[...]. Any op but VRAM__OP_CONV, VRAM__OP_GEMM and
  * VRAM__OP_MATMUL (VRAM_EINVAL for those). err: the context's error word. */
-int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_context *ctx, int index,
+int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_exec *ctx, int index,
                    vram__cuk_error *err);
 
 /* y[n, c, h + top + bottom, w + left + right] = x zero-padded (NCHW, float). */

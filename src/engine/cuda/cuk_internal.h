@@ -40,7 +40,7 @@ int vram__cuk_launch(const vram__cuk *k, int kid, CUstream stream, int64_t threa
 int vram__cuk_memcpy(CUstream stream, void *dst, const void *src, uint64_t n);
 
 /* Where value v's shape is in the context's variant. */
-static inline const vram__shape *vram__cuk_shape(const vram_context *c, int v)
+static inline const vram__shape *vram__cuk_shape(const vram_exec *c, int v)
 {
     return &c->var->shape[v];
 }
@@ -75,7 +75,7 @@ int vram__cuk_merge_axes(int rank, int64_t *dim, int nops, int64_t (*st)[VRAM__M
 
 /* cuk_move.c: the data-movement steps (Flatten/Reshape/... copies,
  * Transpose, Concat, Split, Slice, Pad, Gather), as vram__cuk_step. */
-int vram__cuk_move_step(const vram__cuk *k, CUstream stream, const vram_context *ctx, int index,
+int vram__cuk_move_step(const vram__cuk *k, CUstream stream, const vram_exec *ctx, int index,
                         vram__cuk_error *err);
 
 #endif

@@ -138,7 +138,7 @@ static int step_slice(const vram__cuk *k, CUstream s, size_t elem, const vram__s
     return run_strided(k, s, elem, ys->rank, ys->dim, delta, base, x, y);
 }
 
-static int step_concat(const vram__cuk *k, CUstream s, const vram_context *ctx,
+static int step_concat(const vram__cuk *k, CUstream s, const vram_exec *ctx,
                        const vram__step *st, const vram__node *n)
 {
     const vram__graph *g = &ctx->e->g;
@@ -159,7 +159,7 @@ static int step_concat(const vram__cuk *k, CUstream s, const vram_context *ctx,
     return 0;
 }
 
-static int step_split(const vram__cuk *k, CUstream s, const vram_context *ctx,
+static int step_split(const vram__cuk *k, CUstream s, const vram_exec *ctx,
                       const vram__step *st, const vram__node *n)
 {
     const vram__graph *g = &ctx->e->g;
@@ -181,7 +181,7 @@ static int step_split(const vram__cuk *k, CUstream s, const vram_context *ctx,
 }
 
 /* movement.c's vram__cpu_pad checks, then one thread per output element. */
-static int step_pad(const vram__cuk *k, CUstream s, const vram_context *ctx,
+static int step_pad(const vram__cuk *k, CUstream s, const vram_exec *ctx,
                     const vram__step *st)
 {
     const vram__graph *g = &ctx->e->g;
@@ -226,7 +226,7 @@ static int step_pad(const vram__cuk *k, CUstream s, const vram_context *ctx,
 }
 
 /* movement.c's vram__cpu_gather checks; indices are checked by the kernel. */
-static int step_gather(const vram__cuk *k, CUstream s, const vram_context *ctx,
+static int step_gather(const vram__cuk *k, CUstream s, const vram_exec *ctx,
                        const vram__step *st, const vram__node *n, int index,
                        vram__cuk_error *err)
 {
@@ -263,7 +263,7 @@ static int step_gather(const vram__cuk *k, CUstream s, const vram_context *ctx,
     return vram__cuk_launch(k, VRAM__CUK_K_gather, s, p.total, &p);
 }
 
-int vram__cuk_move_step(const vram__cuk *k, CUstream stream, const vram_context *ctx, int index,
+int vram__cuk_move_step(const vram__cuk *k, CUstream stream, const vram_exec *ctx, int index,
                         vram__cuk_error *err)
 {
     const vram__step *st = &ctx->var->steps[index];

@@ -161,7 +161,7 @@ static int step_cast(const vram__cuk *k, CUstream s, int from, int to, int64_t n
 
 /* ---- the step --------------------------------------------------------------- */
 
-int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_context *ctx, int index,
+int vram__cuk_step(const vram__cuk *k, CUstream stream, const vram_exec *ctx, int index,
                    vram__cuk_error *err)
 {
     if (!k || !ctx || index < 0 || index >= ctx->var->n_steps)

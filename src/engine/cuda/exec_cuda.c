@@ -124,7 +124,7 @@ static int engine_init(vram_engine *e)
     return 0;
 }
 
-static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, size_t n)
+static int copy_in(vram_engine *e, vram_exec *c, void *dst, const void *src, size_t n)
 {
     vram__cuda_engine *ce = e->ex_state;
     int rc = vram_device_bind(ce->dev);
@@ -148,7 +148,7 @@ static int copy_in(vram_engine *e, vram_context *c, void *dst, const void *src, 
     return 0;
 }
 
-static int copy_out(vram_context *c, void *dst, const void *src, size_t n)
+static int copy_out(vram_exec *c, void *dst, const void *src, size_t n)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = c->ex_state;
@@ -161,7 +161,7 @@ static int copy_out(vram_context *c, void *dst, const void *src, size_t n)
     return 0;
 }
 
-static void context_fini(vram_context *c)
+static void context_fini(vram_exec *c)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = c->ex_state;
@@ -191,7 +191,7 @@ static void context_fini(vram_context *c)
     c->stream = NULL;
 }
 
-static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_context *cc)
+static int context_setup(vram_exec *c, vram__cuda_engine *ce, vram__cuda_context *cc)
 {
     vram_engine *e = c->e;
     int rc = vram_device_bind(ce->dev);
@@ -233,7 +233,7 @@ static int context_setup(vram_context *c, vram__cuda_engine *ce, vram__cuda_cont
     return 0;
 }
 
-static int context_init(vram_context *c)
+static int context_init(vram_exec *c)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = vram__calloc(1, sizeof *cc);
@@ -244,7 +244,7 @@ static int context_init(vram_context *c)
 }
 
 /* Enqueue every step of the context's variant. */
-static int enqueue(vram_context *c, int vi)
+static int enqueue(vram_exec *c, int vi)
 {
     const vram_engine *e = c->e;
     vram__cuda_engine *ce = e->ex_state;
@@ -281,7 +281,7 @@ static int enqueue(vram_context *c, int vi)
 }
 
 /* Capture the variant's steps into a graph and instantiate it. */
-static int capture(vram_context *c, int vi, CUgraphExec *out)
+static int capture(vram_exec *c, int vi, CUgraphExec *out)
 {
     vram__cuda_context *cc = c->ex_state;
     VRAM_CUDA_TRY(vram__ecu.cuStreamBeginCapture(cc->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
@@ -306,7 +306,7 @@ static int capture(vram_context *c, int vi, CUgraphExec *out)
     return 0;
 }
 
-static int report_data_error(const vram_context *c, const vram__cuk_error *err)
+static int report_data_error(const vram_exec *c, const vram__cuk_error *err)
 {
     const vram__step *st = &c->var->steps[err->step >= 0 && err->step < c->var->n_steps ? err->step : 0];
     const vram__node *n = &c->e->g.nodes[st->node];
@@ -320,7 +320,7 @@ static int report_data_error(const vram_context *c, const vram__cuk_error *err)
                       n->name, n->op, err->step, err->code);
 }
 
-static int exec_run(vram_context *c)
+static int exec_run(vram_exec *c)
 {
     vram__cuda_engine *ce = c->e->ex_state;
     vram__cuda_context *cc = c->ex_state;
