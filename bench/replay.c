@@ -95,8 +95,7 @@ int main(int argc, char **argv)
                     "frag at peak | backend calls | ns/op | malloc ns/op | failed |\n");
         fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     }
-    vram_replay_print_header(vram_write_stdio, stdout);
-    int status = 0;
+    int status = 0, header_done = 0;
     for (int i = first_trace; i < argc; i++) {
         vram_trace *t;
         if (vram_trace_read(argv[i], &t)) {
@@ -116,7 +115,10 @@ int main(int argc, char **argv)
                 continue;
             }
             const char *pn = vram_policy_name(o.pool.policy);
-            vram_replay_print_row(base_name(argv[i]), pn, &r, vram_write_stdio, stdout);
+            if (!header_done++)
+                vram_replay_print_header(&o, vram_write_stdio, stdout, 0);
+            vram_replay_row row = {argv[i], pn, &o, &r};
+            vram_replay_print_row(&row, vram_write_stdio, stdout, 0);
             if (md) {
                 fprintf(md, "| %s | %s | %llu | %.1f | %.1f | %.3f | %.3f | %.3f | %llu | %.1f | "
                             "%.1f | %llu |\n",
@@ -125,8 +127,8 @@ int main(int argc, char **argv)
                         r.floor_ratio, r.fragmentation_at_peak,
                         (unsigned long long)r.backend_calls, r.ns_per_op, r.malloc_ns_per_op,
                         (unsigned long long)r.failed_allocs);
-                vram_replay_print_json(base_name(argv[i]), pn, vram_config_get()->granularity, &r,
-                                       vram_write_stdio, jl);
+                vram_replay_row jrow = {base_name(argv[i]), pn, &o, &r};
+                vram_replay_print_row(&jrow, vram_write_stdio, jl, VRAM_PRINT_JSON);
             }
             fflush(stdout);
         }

@@ -62,9 +62,11 @@ typedef struct vram_engine_opts {
                       further than it says. */
     const char *executor; /* "cpu" (the default) or "cuda" */
     int64_t batch;        /* the largest batch the engine serves, for inputs whose
-                             first dimension is symbolic or unknown (contexts run
-                             at it, or at any smaller one: vram_exec_set_batch);
-                             memory is planned for it; 0: 1 */
+                             first dimension is symbolic or unknown (execution
+                             contexts run at it, or at any smaller one:
+                             vram_exec_set_batch); memory is planned for it; 0: 1.
+                             A model whose batch the file fixes keeps its own
+                             (vram_engine_info.batch says which) */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
                              the engine makes its own (cpu: host backend; cuda:
                              vmm backend on device VRAM_DEVICE). The pool must

@@ -283,6 +283,10 @@ static void adopt_constants(vram_engine *e, vram__graph *model)
 /* Build `e` (options applied) from the decoded model, which it consumes. */
 static int build(vram_engine *e, vram__graph *model)
 {
+    /* A fixed batch is the model's, whatever opts.batch asked for. */
+    int64_t fixed = vram__model_batch(model);
+    if (fixed > 0)
+        e->batch = fixed;
     unsigned char *folded = NULL;
     int rc = vram__graph_clone(model, &e->g);
     if (!rc) {

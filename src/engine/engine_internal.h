@@ -226,5 +226,9 @@ int vram__lower(vram_engine *e, const unsigned char *folded, const vram__graph *
  * which shares its constants: the model is decoded once. */
 int vram__variants_build(vram_engine *e, const vram__graph *model);
 void vram__variants_free(vram_engine *e);
+/* 0 when the model's batch is symbolic (a graph input's first dimension the
+ * file leaves open), else the batch the file fixes (the first input's first
+ * dimension; 1 for a model whose inputs have none). */
+int64_t vram__model_batch(const vram__graph *model);
 
 #endif

@@ -128,21 +128,22 @@ static int build_one(vram_engine *e, const vram__graph *model, int64_t b, vram__
     return rc;
 }
 
-/* Is the batch symbolic: a graph input whose first dimension the file does
- * not fix? */
-static int dynamic_batch(const vram__graph *model)
+int64_t vram__model_batch(const vram__graph *model)
 {
-    for (int i = 0; i < model->n_inputs; i++) {
+    int64_t fixed = 1;
+    for (int i = model->n_inputs - 1; i >= 0; i--) {
         const vram__value *v = &model->values[model->inputs[i]];
         if (v->shape.rank > 0 && v->shape.dim[0] < 0)
-            return 1;
+            return 0;
+        if (v->shape.rank > 0)
+            fixed = v->shape.dim[0]; /* the first input's, in the end */
     }
-    return 0;
+    return fixed;
 }
 
 int vram__variants_build(vram_engine *e, const vram__graph *model)
 {
-    int n = e->batch > 1 && dynamic_batch(model) ? (int)e->batch : 1;
+    int n = e->batch > 1 && !vram__model_batch(model) ? (int)e->batch : 1;
     e->var = vram__calloc((size_t)n, sizeof *e->var);
     if (!e->var)
         return VRAM_EHOSTMEM;

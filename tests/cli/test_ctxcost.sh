@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/test_ctxcost.sh VRAMKIT - `vramkit ctxcost` on any machine: usage
 # errors exit 2 and say what is wrong; without a GPU (no driver, no device, or
-# a build without CUDA) it exits 2 with one line on stderr saying why and prints
+# a build without CUDA) it exits 1 with one line on stderr saying why and prints
 # no table; with a GPU it prints the table (every row, the recommendation) and,
 # with --json, one object with every figure. Figures themselves are checked on
 # the GPU machine by tests/gpu/test_nvml_ctxcost.sh.
@@ -23,14 +23,15 @@ usage_case() { # expected-text args...
     [ ! -s "$tmp/use.out" ] || fail "ctxcost $* printed to stdout: $(cat "$tmp/use.out")"
     grep -q "vramkit ctxcost: .*$want" "$tmp/use.err" || fail "ctxcost $*: message $(cat "$tmp/use.err")"
 }
-usage_case '--threads "0" must be 1 to' --threads 0
-usage_case '--threads "x" must be 1 to' --threads x
-usage_case '--threads "-3" must be 1 to' --threads=-3
-usage_case '--threads "2000" must be 1 to' --threads 2000
+usage_case '--threads: 0 is outside 1 .. 1024' --threads 0
+usage_case '--threads: "x" is not a whole number' --threads x
+usage_case '--threads: "-3" is not a whole number' --threads=-3
+usage_case '--threads: 2000 is outside 1 .. 1024' --threads 2000
 usage_case '--threads needs a value' --threads
-usage_case 'unknown option "--bogus"' --bogus
+usage_case 'unknown option --bogus' --bogus
+usage_case 'unknown option --thread (did you mean --threads?)' --thread 4
 usage_case 'unexpected argument "extra"' extra
-usage_case '--device "gpu0" is not a device index' --device gpu0
+usage_case '--device: "gpu0" is not a whole number' --device gpu0
 usage_case 'an empty item' --stack-limits 256,,1024
 usage_case '"12x" is not a size' --stack-limits 0,12x
 
@@ -48,7 +49,7 @@ set +e
 "$vramkit" ctxcost --threads 4 --stack-limits 0,1K >"$tmp/table.out" 2>"$tmp/table.err"
 rc=$?
 set -e
-if [ "$rc" -eq 2 ]; then
+if [ "$rc" -eq 1 ]; then
     # No GPU to measure: one line naming why, nothing on stdout.
     [ "$(wc -l <"$tmp/table.err")" -eq 1 ] || fail "more than one line on stderr: $(cat "$tmp/table.err")"
     grep -Eq "^vramkit ctxcost: (no CUDA driver: cannot load libcuda\.so\.1|no usable GPU: cuInit failed|no CUDA device|the CUDA driver (is too old|lacks)|no GPU support: vramkit was built without CUDA)" \
@@ -61,7 +62,7 @@ if [ "$rc" -eq 2 ]; then
     "$vramkit" ctxcost --json >"$tmp/json.out" 2>"$tmp/json.err"
     rc=$?
     set -e
-    [ "$rc" -eq 2 ] && [ ! -s "$tmp/json.out" ] || fail "--json without a GPU: rc $rc $(cat "$tmp/json.out")"
+    [ "$rc" -eq 1 ] && [ ! -s "$tmp/json.out" ] || fail "--json without a GPU: rc $rc $(cat "$tmp/json.out")"
     echo "no GPU: $(cat "$tmp/table.err")"
     echo "1 passed, 0 failed"
     exit 0

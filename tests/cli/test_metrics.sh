@@ -132,9 +132,19 @@ expect_fail() { # STATUS PATTERN ARGS...
 }
 expect_fail 2 "no trace given"
 expect_fail 2 "--hold needs --port" --hold 1 "$small"
-expect_fail 2 "--port 70000 must be 0 to 65535" --port 70000 "$small"
-expect_fail 2 "--events x is not a count" --events x "$small"
+expect_fail 2 "--port: 70000 is outside 0 .. 65535" --port 70000 "$small"
+expect_fail 2 '--events: "x" is not a whole number' --events x "$small"
+expect_fail 2 "--gpu: GPU \"gpu0\" is none of" --gpu gpu0 "$small"
+expect_fail 2 "unknown option --prot (did you mean --port?)" --prot 0 "$small"
 expect_fail 1 "not an IPv4 or IPv6 literal" --port 0 --address localhost "$small"
 expect_fail 1 "both named \"small\"" "$small" "$small"
 expect_fail 1 "cannot open" "$tmp/missing.csv"
+# --json: each pool's statistics, the fields the library names.
+"$vramkit" metrics --json --no-gpu "$small" >"$tmp/stats.json" || fail "metrics --json exited $?"
+python3 - "$tmp/stats.json" <<'PY' || fail "metrics --json: $(head -c 300 "$tmp/stats.json")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert len(rows) == 1 and rows[0]["pool"] == "small", rows
+assert "live_bytes" in rows[0]["stats"] and rows[0]["owners"] and rows[0]["kinds"], rows[0]
+PY
 echo "metrics CLI: all checks passed"

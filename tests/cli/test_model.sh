@@ -26,11 +26,15 @@ while IFS= read -r line; do models+=("$line"); done < <(
 import json, sys
 m = json.load(open(sys.argv[1]))
 for x in m['models']:
-    print(x['name'], x['file'], x.get('dims', {}).get('N', 1))
+    print(x['name'], x['file'], x.get('dims', {}).get('N', '-'))
 " "$refroot/models/manifest.json")
 for bf in "$refroot"/blazeface/*.onnx; do
-    models+=("$(basename "$bf" .onnx) ../blazeface/$(basename "$bf") 1")
+    models+=("$(basename "$bf" .onnx) ../blazeface/$(basename "$bf") -")
 done
+
+# batch_arg N: "--batch N" for a model whose batch is symbolic, nothing for a
+# fixed one ("-"), which keeps its own batch and would be warned about.
+batch_arg() { [ "$1" = - ] || echo "--batch $1"; }
 
 n=0
 for entry in "${models[@]}"; do
@@ -48,7 +52,7 @@ for i in m['inputs']:
         args+=(--input "$iname=$f")
     done
     out=$work/$name
-    if ! "$vramkit" model run "$refroot/models/$file" --batch "$batch" --output-dir "$out" \
+    if ! "$vramkit" model run "$refroot/models/$file" $(batch_arg "$batch") --output-dir "$out" \
         "${args[@]}" >"$work/run.log" 2>&1; then
         echo "FAIL $name: vramkit model run failed:"
         cat "$work/run.log"
@@ -79,7 +83,8 @@ done
 # Every arena within 1.05x the most bytes live at one step.
 worst=$(for entry in "${models[@]}"; do
     read -r name file batch <<<"$entry"
-    "$vramkit" model info "$refroot/models/$file" --batch "$batch" --json
+    # shellcheck disable=SC2046
+    "$vramkit" model info "$refroot/models/$file" $(batch_arg "$batch") --json
 done | $py -c "
 import json, sys
 worst = (0, '')
@@ -152,13 +157,24 @@ expect_error "unknown input" "no input named 'nope'" "$vramkit" model run "$cnn"
     --input "nope=$refroot/ref/mixed_small_cnn/input_image.npy" --output-dir "$work/x"
 expect_error "wrong input shape" "takes float" "$vramkit" model run "$cnn" --output-dir "$work/x" \
     --input "image=$refroot/ref/relu/input_X.npy"
-expect_error "bad batch" "--batch takes an integer" "$vramkit" model info "$cnn" --batch 0
-expect_error "unknown backend" "takes cpu or cuda, not 'tpu'" "$vramkit" model run "$cnn" --backend tpu
+expect_error "bad batch" "--batch: 0 is outside 1" "$vramkit" model info "$cnn" --batch 0
+expect_error "unknown backend" '--backend: "tpu" is not one of cpu|cuda' "$vramkit" model run "$cnn" --backend tpu
 expect_error "graph without cuda" "--graph is for the cuda backend" "$vramkit" model run "$cnn" --graph
 expect_error "tf32 without cuda" "--tf32 is for the cuda backend" "$vramkit" model run "$cnn" --tf32
-expect_error "bad workspace" "takes a size" "$vramkit" model run "$cnn" --workspace lots
-expect_error "bad workspace list" "not a size" "$vramkit" model sweep "$cnn" --workspace 0,lots
+expect_error "bad workspace" '--workspace: size "lots" is not a number' "$vramkit" model run "$cnn" --workspace lots
+expect_error "bad workspace list" '--workspace: size "lots" is not a number' "$vramkit" model sweep "$cnn" --workspace 0,lots
+printf '' >"$work/empty.onnx"
+expect_error "empty model" "is empty (0 bytes)" "$vramkit" model info "$work/empty.onnx"
+"$vramkit" model info "$cnn" --batch 4 >"$work/fixed.out" 2>"$work/fixed.err" \
+    && grep -q "has a fixed batch of 1 (its inputs say so): --batch 4 does not change it" \
+        "$work/fixed.err" && grep -q "^batch      1$" "$work/fixed.out" \
+    || { echo "FAIL fixed batch: $(cat "$work/fixed.out" "$work/fixed.err")"; fail=1; }
+"$vramkit" model info "$cnn" --batch 4 --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["batch"] == 1 and d["batch_symbolic"] is False, d' || { echo "FAIL fixed batch JSON"; fail=1; }
 expect_error "unknown subcommand" "unknown subcommand" "$vramkit" model compile "$cnn"
+expect_error "misspelt subcommand" "did you mean sweep" "$vramkit" model swep "$cnn"
 expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \
     "$refroot/models/unsupported_op.onnx"
 [ $fail -eq 0 ] && echo "all model checks passed"

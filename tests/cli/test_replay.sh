@@ -26,7 +26,7 @@ for p in sys.argv[2:]:
     if os.path.exists(p):
         for s in json.load(open(p)):
             summ[s["workload"]] = s
-need = ["trace", "policy", "events", "peak_live_bytes", "peak_reserved_bytes", "reserved_ratio",
+need = ["trace", "allocator", "settings", "events", "peak_live_bytes", "peak_reserved_bytes", "reserved_ratio",
         "ns_per_op", "malloc_ns_per_op", "backend_calls", "failed_allocs"]
 bad, slow = [], []
 for r in rows:
@@ -34,8 +34,14 @@ for r in rows:
     for k in need:
         if k not in r:
             bad.append(f"{name}: key {k} missing")
-    if r["policy"] != "vmm":
-        bad.append(f"{name}: default policy is {r['policy']}")
+    st = r["settings"]
+    if r["allocator"] != "sim/vmm" or st["policy"] != "vmm" or st["backend"] != "sim":
+        bad.append(f"{name}: default allocator {r['allocator']}, settings {st}")
+    for k in ("granularity", "headroom", "retain_ratio", "retain_min", "capacity"):
+        if k not in st:
+            bad.append(f"{name}: settings lack {k}")
+    if st.get("granularity") != 2 << 20 or st.get("timing_runs") != 3:
+        bad.append(f"{name}: settings say granularity {st.get('granularity')}, runs {st.get('timing_runs')}")
     if r["failed_allocs"] != 0:
         bad.append(f"{name}: {r['failed_allocs']} failed allocations")
     if r["reserved_ratio"] > 1.05 * r["floor_ratio"] + 1e-9:
@@ -76,9 +82,18 @@ grep -q '"failed_allocs":[1-9]' "$tmp/cap.json" || fail "no refused request at 6
 grep -q "refused; the first, line [0-9]" "$tmp/cap.err" || fail "refusal not reported: $(cat "$tmp/cap.err")"
 grep -q "out of memory" "$tmp/cap.err" || fail "refusal does not say why: $(cat "$tmp/cap.err")"
 
-# The segments policy runs too, and the table mode prints a header and a row.
-"$vramkit" replay --policy segments --runs 1 "${traces[0]}" >"$tmp/seg.txt"
+# The segments policy runs too, and the table mode prints the settings, a
+# header and a row.
+"$vramkit" replay --policy segments --runs 1 --headroom 0.1 --retain-ratio 0.5 "${traces[0]}" >"$tmp/seg.txt"
 grep -q "^trace " "$tmp/seg.txt" && grep -q "segments" "$tmp/seg.txt" || fail "table: $(cat "$tmp/seg.txt")"
+grep -q "^settings: backend sim, policy segments, granularity 2.00 MiB, .*headroom 0.1, retain 0.5 x peak live" \
+  "$tmp/seg.txt" || fail "table settings: $(head -2 "$tmp/seg.txt")"
+"$vramkit" replay --json --runs 1 --granularity 4M --headroom 0.2 "${traces[0]}" >"$tmp/set.json"
+python3 - "$tmp/set.json" <<'PY' || fail "JSON settings: $(cat "$tmp/set.json")"
+import json, sys
+s = json.loads(open(sys.argv[1]).readline())["settings"]
+assert s["granularity"] == 4 << 20 and s["headroom"] == 0.2 and s["timing_runs"] == 1, s
+PY
 
 # Malformed traces fail with the line number.
 printf 'Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x1000,256,0\n0,12:00:00.000002,free,0x2000,256,0\n' >"$tmp/bad.csv"
@@ -92,12 +107,20 @@ set +e
 "$vramkit" replay --policy nope "${traces[0]}" 2>"$tmp/use.err"; rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "bad policy exit $rc"
-grep -q 'unknown policy "nope"' "$tmp/use.err" || fail "bad policy message: $(cat "$tmp/use.err")"
-set +e
-"$vramkit" replay --granularity 3K "${traces[0]}" 2>"$tmp/gran.err"; rc=$?
-set -e
-[ "$rc" -ne 0 ] || fail "granularity 3K accepted"
-grep -q "power of two" "$tmp/gran.err" || fail "bad granularity message: $(cat "$tmp/gran.err")"
+grep -q -- '--policy: "nope" is not one of vmm|segments' "$tmp/use.err" || fail "bad policy message: $(cat "$tmp/use.err")"
+usage_case() { # PATTERN ARGS...: exit 2, the flag named
+  local want=$1 rc=0
+  shift
+  "$vramkit" replay "$@" >"$tmp/u.out" 2>"$tmp/u.err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "replay $*: exit $rc, not 2 ($(cat "$tmp/u.err"))"
+  grep -q -- "$want" "$tmp/u.err" || fail "replay $*: no \"$want\" in $(cat "$tmp/u.err")"
+}
+usage_case "--granularity: 3M is not a power of two" --granularity 3M "${traces[0]}"
+usage_case "--granularity: 3K is not a power of two" --granularity 3K "${traces[0]}"
+usage_case '--capacity: size "12X" has an unknown unit' --capacity 12X "${traces[0]}"
+usage_case "unknown option --granularty (did you mean --granularity?)" --granularty 4M "${traces[0]}"
+usage_case "--headroom: 11 is outside 0 .. 10" --headroom 11 "${traces[0]}"
+usage_case "no trace given"
 
 # --compare needs a GPU backend; without a GPU a GPU backend says why.
 set +e

@@ -132,11 +132,11 @@ grep -q 'no workload given' "$tmp/usage.err" || fail "missing workload: $(cat "$
 run badwork 2 --workload model:x.onnx
 grep -q 'unknown workload "model:x.onnx"' "$tmp/badwork.err" || fail "$(cat "$tmp/badwork.err")"
 run badleak 2 --workload "replay:$small" --plant-leak 4K
-grep -q 'give BYTES/K' "$tmp/badleak.err" || fail "$(cat "$tmp/badleak.err")"
+grep -q -- '--plant-leak: "4K" is not BYTES/K' "$tmp/badleak.err" || fail "$(cat "$tmp/badleak.err")"
 run badleak2 2 --workload "replay:$small" --plant-leak 4K/0
-grep -q 'K must be an integer of at least 1' "$tmp/badleak2.err" || fail "$(cat "$tmp/badleak2.err")"
+grep -q 'K must be a whole number of at least 1' "$tmp/badleak2.err" || fail "$(cat "$tmp/badleak2.err")"
 run baditer 2 --workload "replay:$small" --iterations 0
-grep -q 'iterations 0 must be 1 to' "$tmp/baditer.err" || fail "$(cat "$tmp/baditer.err")"
+grep -q -- '--iterations: 0 is outside 1 .. 1000000000' "$tmp/baditer.err" || fail "$(cat "$tmp/baditer.err")"
 run few 2 --workload "replay:$small" --iterations 5
 grep -q '^verdict: none: 4 samples after the warm-up' "$tmp/few.out" || fail "$(cat "$tmp/few.out")"
 run missing 1 --workload "replay:$tmp/nope.csv"

@@ -87,16 +87,28 @@ const char *vram_replay_baseline_name(vram_replay_baseline which);
 int vram_replay_baseline_run(const vram_trace *trace, vram_replay_baseline which, unsigned runs,
                              vram_replay_result *out);
 
-/* The table the CLI and the benchmark print: a header line, and one row per
- * replay (`name` is shown as given). Return 0 or the writer's error. */
-int vram_replay_print_header(vram_write_fn write, void *ctx);
-int vram_replay_print_row(const char *name, const char *policy, const vram_replay_result *r,
-                          vram_write_fn write, void *ctx);
+/* One replay as printed: the trace, the allocator ("sim/vmm",
+ * "cudaMallocAsync"), the settings vramkit's pool ran with (NULL for the
+ * driver's allocators) and the result. */
+typedef struct vram_replay_row {
+    const char *trace;
+    const char *allocator;
+    const vram_replay_opts *opts;
+    const vram_replay_result *result;
+} vram_replay_row;
 
-/* One JSON object on one line: trace, policy, granularity and every field
- * of the result (first_failure as an object when there was one). */
-int vram_replay_print_json(const char *trace, const char *policy, uint64_t granularity,
-                           const vram_replay_result *r, vram_write_fn write, void *ctx);
+/* The table the CLI and the benchmark print: before the rows, a line of the
+ * settings (backend, policy, granularity, capacity, headroom, retention,
+ * map chunk, huge size) and the column header (flags 0); then one row per
+ * replay, the trace shown by its file name, or with VRAM_PRINT_JSON one
+ * JSON object on one line: trace, allocator, "settings" (null for the
+ * driver's allocators; named as in a pool snapshot's settings, after the
+ * options, sizes in bytes) and every field of the result (first_failure as an
+ * object when there was one). Return 0 or the writer's error. */
+int vram_replay_print_header(const vram_replay_opts *opts, vram_write_fn write, void *ctx,
+                             unsigned flags);
+int vram_replay_print_row(const vram_replay_row *row, vram_write_fn write, void *ctx,
+                          unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,11 @@
 /* tools/replay/replay_print.c - how a replay's result is printed: the table row
  * the CLI and the benchmark share, and the JSON object of `--json`. */
 #include <stdio.h>
+#include <string.h>
 
 #include "common/tool_util.h"
 #include "replay.h"
+#include "vramkit.h"
 
 const char *vram_replay_baseline_name(vram_replay_baseline which)
 {
@@ -19,40 +21,103 @@ static int emit(vram_write_fn write, void *ctx, const char *line, int n)
     return write(ctx, line, (size_t)n < 512 ? (size_t)n : 511);
 }
 
-int vram_replay_print_header(vram_write_fn write, void *ctx)
+/* The capacity a replay's backend had: the option, the configuration's for
+ * sim and host, or (0) the device's for a GPU backend. */
+static uint64_t capacity_of(const vram_replay_opts *o)
 {
-    char line[512];
+    vram_backend_type t = VRAM_BACKEND_TYPE_SIM;
+    if (o->backend && vram_backend_type_parse(o->backend, &t) == 0 && vram_backend_type_is_gpu(t))
+        return 0;
+    return o->capacity ? o->capacity : vram_config_get()->capacity;
+}
+
+static const char *backend_of(const vram_replay_opts *o) { return o->backend ? o->backend : "sim"; }
+
+int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, void *ctx,
+                             unsigned flags)
+{
+    if (!o || !write || flags)
+        return vram_set_error(VRAM_EINVAL, "vram_replay_print_header: opts, write and flags 0 "
+                                           "are required");
+    char g[32], c[32], rm[32], mc[32], hs[32], line[512];
+    uint64_t cap = capacity_of(o);
+    const vram_pool_opts *p = &o->pool;
     int n = snprintf(line, sizeof line,
-                     "%-30s %-15s %7s %9s %9s %6s %6s %6s %8s %8s %7s %7s %8s %9s %6s\n",
-                     "trace", "policy", "events", "live MiB", "held MiB", "ratio", "floor",
-                     "frag", "backend", "w.calls", "ns/op", "warm", "malloc", "drv MiB", "failed");
+                     "settings: backend %s, policy %s, granularity %s, capacity %s, headroom %g, "
+                     "retain %g x peak live (at least %s), map chunk %s, huge size %s, %u timed "
+                     "runs\n",
+                     backend_of(o), vram_policy_name(p->policy),
+                     vram_size_format(g, sizeof g, p->granularity),
+                     cap ? vram_size_format(c, sizeof c, cap) : "the device's", p->headroom,
+                     p->retain_ratio, vram_size_format(rm, sizeof rm, p->retain_min),
+                     vram_size_format(mc, sizeof mc, p->map_chunk),
+                     p->huge_size ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
+                     o->timing_runs ? o->timing_runs : 5);
+    int rc = emit(write, ctx, line, n);
+    if (rc)
+        return rc;
+    n = snprintf(line, sizeof line,
+                 "%-30s %-15s %7s %9s %9s %6s %6s %6s %8s %8s %7s %7s %8s %9s %6s\n", "trace",
+                 "allocator", "events", "live MiB", "held MiB", "ratio", "floor", "frag",
+                 "backend", "w.calls", "ns/op", "warm", "malloc", "drv MiB", "failed");
     return emit(write, ctx, line, n);
 }
 
-int vram_replay_print_row(const char *name, const char *policy, const vram_replay_result *r,
-                          vram_write_fn write, void *ctx)
+static const char *base_name(const char *p)
 {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int print_text(const vram_replay_row *row, vram_write_fn write, void *ctx)
+{
+    const vram_replay_result *r = row->result;
     char line[512];
     int n = snprintf(line, sizeof line,
                      "%-30s %-15s %7llu %9.1f %9.1f %6.3f %6.3f %6.3f %8llu %8.0f %7.1f %7.1f %8.1f "
                      "%9.1f %6llu\n",
-                     name, policy, (unsigned long long)r->events, mib(r->peak_live_bytes),
-                     mib(r->peak_reserved_bytes), r->reserved_ratio, r->floor_ratio,
-                     r->fragmentation_at_peak, (unsigned long long)r->backend_calls,
-                     r->warm_backend_calls, r->ns_per_op,
-                     r->warm_ns_per_op, r->malloc_ns_per_op, mib(r->peak_driver_bytes),
-                     (unsigned long long)r->failed_allocs);
+                     base_name(row->trace), row->allocator, (unsigned long long)r->events,
+                     mib(r->peak_live_bytes), mib(r->peak_reserved_bytes), r->reserved_ratio,
+                     r->floor_ratio, r->fragmentation_at_peak, (unsigned long long)r->backend_calls,
+                     r->warm_backend_calls, r->ns_per_op, r->warm_ns_per_op, r->malloc_ns_per_op,
+                     mib(r->peak_driver_bytes), (unsigned long long)r->failed_allocs);
     return emit(write, ctx, line, n);
 }
 
-int vram_replay_print_json(const char *trace, const char *policy, uint64_t granularity,
-                           const vram_replay_result *r, vram_write_fn write, void *ctx)
+static cJSON *settings_json(const vram_replay_opts *o)
 {
+    cJSON *s = cJSON_CreateObject();
+    if (!s)
+        return NULL;
+    const vram_pool_opts *p = &o->pool;
+    uint64_t cap = capacity_of(o);
+    cJSON_AddStringToObject(s, "backend", backend_of(o));
+    cJSON_AddStringToObject(s, "policy", vram_policy_name(p->policy));
+    cJSON_AddNumberToObject(s, "granularity", (double)p->granularity);
+    if (cap)
+        cJSON_AddNumberToObject(s, "capacity", (double)cap);
+    else
+        cJSON_AddNullToObject(s, "capacity");
+    cJSON_AddNumberToObject(s, "headroom", p->headroom);
+    cJSON_AddNumberToObject(s, "retain_ratio", p->retain_ratio);
+    cJSON_AddNumberToObject(s, "retain_min", (double)p->retain_min);
+    cJSON_AddNumberToObject(s, "map_chunk", (double)p->map_chunk);
+    cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
+    cJSON_AddNumberToObject(s, "timing_runs", o->timing_runs ? o->timing_runs : 5);
+    return s;
+}
+
+static int print_json(const vram_replay_row *row, vram_write_fn write, void *ctx)
+{
+    const vram_replay_result *r = row->result;
     cJSON *o = cJSON_CreateObject();
     if (o) {
-        cJSON_AddStringToObject(o, "trace", trace);
-        cJSON_AddStringToObject(o, "policy", policy);
-        cJSON_AddNumberToObject(o, "granularity", (double)granularity);
+        cJSON_AddStringToObject(o, "trace", row->trace);
+        cJSON_AddStringToObject(o, "allocator", row->allocator);
+        if (row->opts)
+            cJSON_AddItemToObject(o, "settings", settings_json(row->opts));
+        else
+            cJSON_AddNullToObject(o, "settings");
         cJSON_AddNumberToObject(o, "events", (double)r->events);
         cJSON_AddNumberToObject(o, "allocs", (double)r->allocs);
         cJSON_AddNumberToObject(o, "frees", (double)r->frees);
@@ -82,4 +147,14 @@ int vram_replay_print_json(const char *trace, const char *policy, uint64_t granu
         }
     }
     return tool_emit_json(o, write, ctx);
+}
+
+int vram_replay_print_row(const vram_replay_row *row, vram_write_fn write, void *ctx,
+                          unsigned flags)
+{
+    if (!row || !row->trace || !row->allocator || !row->result || !write ||
+        (flags & ~VRAM_PRINT_JSON))
+        return vram_set_error(VRAM_EINVAL, "vram_replay_print_row: a row (trace, allocator, "
+                                           "result), write and known flags are required");
+    return flags & VRAM_PRINT_JSON ? print_json(row, write, ctx) : print_text(row, write, ctx);
 }

@@ -1,21 +1,9 @@
-/* tools/vramkit/cli.c - argument helpers and error printing for the CLI. */
-#include <stdarg.h>
+/* tools/vramkit/cli.c - what the commands share: printing a library error,
+ * the configured OOM watch, backend names and JSON on stdout. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
-#include "vramkit.h"
-
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "vramkit %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (vramkit %s --help)\n", cmd);
-    return 2;
-}
 
 int cli_lib_error(const char *cmd, int rc)
 {
@@ -37,28 +25,16 @@ int cli_watch_configured(vram_pool *pool)
 
 int cli_backend_is_gpu(const char *name)
 {
-    for (int t = 0; name && t < VRAM_BACKEND_TYPE_COUNT; t++)
-        if (!strcmp(name, vram_backend_type_name((vram_backend_type)t)))
-            return vram_backend_type_is_gpu((vram_backend_type)t);
+    vram_backend_type t;
+    for (int i = 0; name && i < VRAM_BACKEND_TYPE_COUNT; i++) {
+        t = (vram_backend_type)i;
+        if (!strcmp(name, vram_backend_type_name(t)))
+            return vram_backend_type_is_gpu(t);
+    }
     return 0;
 }
 
-int cli_is(const char *arg, const char *name)
+int cli_print_json(cJSON *root)
 {
-    size_t n = strlen(name);
-    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
-}
-
-const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *name)
-{
-    const char *arg = argv[*i];
-    size_t n = strlen(name);
-    if (arg[n] == '=')
-        return arg + n + 1;
-    if (*i + 1 >= argc) {
-        cli_usage_error(cmd, "%s needs a value", name);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
+    return tool_emit_json(root, vram_write_stdio, stdout) || fflush(stdout) ? 1 : 0;
 }

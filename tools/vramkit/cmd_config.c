@@ -1,29 +1,31 @@
 /* tools/vramkit/cmd_config.c - `vramkit config [--json]`: every option, its
- * value and its source (default, environment). */
+ * value and its source (default, environment). Exits 1 when a variable is
+ * malformed (it says which; its default is shown). */
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "cli.h"
-#include "vramkit.h"
 
 int cmd_config(int argc, char **argv)
 {
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: vramkit config [--json]\n\nPrints every option: its VRAM_* variable, "
-                   "value, source and meaning.\n");
-            return 0;
-        } else {
-            return cli_usage_error("config", "unknown argument \"%s\"", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object: each option's value, source, "
+                                                "variable and meaning"},
+        {0},
+    };
+    const cli_spec spec = {"config", "", "Prints every option: its VRAM_* variable, value, source "
+                                         "(default, environment or set)\nand meaning.\n",
+                           opts, 0, 0, NULL};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st)
+        return st < 0 ? 0 : st;
+    free(args);
     int bad = vram_config_load();
     if (bad)
         fprintf(stderr, "vramkit config: %s\n", vram_last_error());
-    int rc = vram_config_print(vram_write_stdio, stdout, json);
+    int rc = vram_config_print(vram_write_stdio, stdout, json ? VRAM_PRINT_JSON : 0);
     if (rc)
         return cli_lib_error("config", rc);
     return bad ? 1 : 0;

@@ -2,7 +2,7 @@
  * [--stack-limits LIST] [--json]`: measure on this machine's GPU what CUDA
  * contexts cost (a context per thread, one shared context with a stream per
  * thread, one context at several stack limits) and say what to do about it.
- * Exits 2, with one line on stderr, where there is no GPU to measure. */
+ * Exits 1, with one line on stderr, where there is no GPU to measure. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +11,7 @@
 #include "cli.h"
 #include "vramkit.h"
 
-static const char *const help =
-    "usage: vramkit ctxcost [--threads N] [--device I] [--stack-limits LIST] [--json]\n\n"
+static const char about[] =
     "Measures, on CUDA device I (default: VRAM_DEVICE, 0), how much device memory CUDA\n"
     "contexts take, from device-wide used memory (NVML; cuMemGetInfo if NVML is missing):\n"
     "  - N threads (default 18) each creating its own context, all alive at once;\n"
@@ -21,7 +20,7 @@ static const char *const help =
     "    allowed; default 0,256,1024,2048,4096), read back with cuCtxGetLimit.\n"
     "Prints a table and a recommendation, or with --json one JSON object (bytes).\n"
     "Needs a GPU no other program is starting work on; takes a few seconds. Without a\n"
-    "GPU it exits with status 2 and says why.\n";
+    "GPU it exits with status 1 and says why.\n";
 
 /* A non-negative integer with nothing after it, at most `max`. */
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
@@ -74,53 +73,34 @@ int cmd_ctxcost(int argc, char **argv)
 {
     vram_ctxcost_opts o;
     memset(&o, 0, sizeof o);
-    uint64_t dev = vram_config_get()->device;
-    o.device = dev > 1024 ? -1 : (int)dev;
-    o.threads = VRAM_CTXCOST_DEFAULT_THREADS;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        unsigned long long n;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (cli_is(a, "--threads")) {
-            if (!(v = cli_value("ctxcost", argc, argv, &i, "--threads")))
-                return 2;
-            if (parse_uint(v, VRAM_CTXCOST_MAX_THREADS, &n) || n < 1)
-                return cli_usage_error("ctxcost", "--threads \"%s\" must be 1 to %u", v,
-                                       VRAM_CTXCOST_MAX_THREADS);
-            o.threads = (unsigned)n;
-        } else if (cli_is(a, "--device")) {
-            if (!(v = cli_value("ctxcost", argc, argv, &i, "--device")))
-                return 2;
-            if (parse_uint(v, 1024, &n))
-                return cli_usage_error("ctxcost", "--device \"%s\" is not a device index", v);
-            o.device = (int)n;
-        } else if (cli_is(a, "--stack-limits")) {
-            if (!(v = cli_value("ctxcost", argc, argv, &i, "--stack-limits")))
-                return 2;
-            int rc = parse_stacks(v, &o);
-            if (rc)
-                return rc;
-        } else if (a[0] == '-') {
-            return cli_usage_error("ctxcost", "unknown option \"%s\"", a);
-        } else {
-            return cli_usage_error("ctxcost", "unexpected argument \"%s\"", a);
-        }
-    }
-    if (o.device < 0)
+    uint64_t dev = vram_config_get()->device, threads = VRAM_CTXCOST_DEFAULT_THREADS;
+    const char *stacks = NULL;
+    int json = 0, device_given = 0;
+    const cli_opt opts[] = {
+        {"--threads", NULL, CLI_UINT, &threads, "N", "threads with a context each, and sharing one "
+                                                     "(default 18)", 1, VRAM_CTXCOST_MAX_THREADS},
+        {"--device", NULL, CLI_UINT, &dev, "I", "CUDA device ordinal (default VRAM_DEVICE)", 0,
+         1023, NULL, &device_given},
+        {"--stack-limits", NULL, CLI_STRING, &stacks, "LIST",
+         "stack limits to measure one context at (bytes, comma-separated)"},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object instead of the table"},
+        {0},
+    };
+    const cli_spec spec = {"ctxcost", "", about, opts, 0, 0, NULL};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st)
+        return st < 0 ? 0 : st;
+    free(args);
+    if (!device_given && dev > 1023)
         return cli_usage_error("ctxcost", "VRAM_DEVICE=%llu is not a device index",
                                (unsigned long long)dev);
-
+    o.device = (int)dev;
+    o.threads = (unsigned)threads;
+    if (stacks && (st = parse_stacks(stacks, &o)))
+        return st;
     vram_ctxcost_result r;
     int rc = vram_ctxcost_measure(&o, &r);
-    if (rc == VRAM_ENOSYS) {
-        fprintf(stderr, "vramkit ctxcost: %s\n", vram_last_error());
-        return 2;
-    }
     if (rc)
         return cli_lib_error("ctxcost", rc);
     rc = vram_ctxcost_print(&r, vram_write_stdio, stdout, json ? VRAM_PRINT_JSON : 0);

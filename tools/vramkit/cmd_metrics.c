@@ -1,8 +1,8 @@
-/* tools/vramkit/cmd_metrics.c - `vramkit metrics TRACE... [--policy P]
- * [--events N] [--no-gpu] [--port P [--address A] [--hold SECONDS]]`:
- * replay traces into pools of their own on the simulated device and show
- * them as Prometheus sees them: the exposition printed once, or served over
- * HTTP (/metrics, /snapshot, /healthz) for a while. */
+/* tools/vramkit/cmd_metrics.c - `vramkit metrics TRACE...`: replay traces
+ * into pools of their own on the simulated device and show them as
+ * Prometheus sees them: the exposition printed once (or, with --json, each
+ * pool's statistics), or served over HTTP (/metrics, /snapshot, /healthz)
+ * for a while. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,17 +12,18 @@
 #include "cli.h"
 #include "vramkit.h"
 
-static const char *const help =
-    "usage: vramkit metrics TRACE... [--policy vmm|segments] [--events N] [--no-gpu]\n"
-    "                       [--port P [--address A] [--hold SECONDS]]\n\n"
+static const char about[] =
     "Replays each allocation trace (RMM CSV, plain or gzip) into a pool of its own on the\n"
     "simulated device, named after the file, with one owner per value of the trace's\n"
     "Thread column (\"thread N\") and kind \"other\", and prints the Prometheus text\n"
     "exposition of the pools as they stand at the end of the trace (or after its first N\n"
-    "events with --events), with the GPUs' memory from NVML where there is NVML\n"
-    "(--no-gpu: none). With --port it serves the same pools instead, on 127.0.0.1 or\n"
-    "--address, at /metrics, /snapshot (?pool=NAME) and /healthz: port 0 picks a free\n"
-    "one; the URL is printed; it serves for SECONDS (default: until interrupted).\n";
+    "events with --events), with the GPUs' memory from NVML where there is NVML (--gpu\n"
+    "picks them: all, none, an NVML index or a PCI bus id; --no-gpu is --gpu none). With\n"
+    "--json it prints each pool's statistics as one JSON object (vram_pool_stats_print)\n"
+    "instead. With --port it serves the same pools, on 127.0.0.1 or --address, at\n"
+    "/metrics, /snapshot (?pool=NAME) and /healthz: port 0 picks a free one; the URL is\n"
+    "printed (as {\"url\", \"port\"} with --json); it serves for SECONDS (default: until\n"
+    "interrupted).\n";
 
 typedef struct replayed {
     vram_backend *backend;
@@ -117,7 +118,7 @@ static void release(replayed *r)
     free(r->ptrs);
 }
 
-static int serve(vram_metrics_opts *mo, double hold)
+static int serve(vram_metrics_opts *mo, double hold, int json)
 {
     vram_metrics *server;
     int rc = vram_metrics_start(mo, &server);
@@ -125,8 +126,17 @@ static int serve(vram_metrics_opts *mo, double hold)
         return cli_lib_error("metrics", rc);
     const char *a = mo->address ? mo->address : "127.0.0.1";
     int v6 = strchr(a, ':') != NULL;
-    printf("serving http://%s%s%s:%u/metrics\n", v6 ? "[" : "", a, v6 ? "]" : "",
-           vram_metrics_port(server));
+    char url[320];
+    snprintf(url, sizeof url, "http://%s%s%s:%u/metrics", v6 ? "[" : "", a, v6 ? "]" : "",
+             vram_metrics_port(server));
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "url", url);
+        cJSON_AddNumberToObject(o, "port", vram_metrics_port(server));
+        cli_print_json(o);
+    } else {
+        printf("serving %s\n", url);
+    }
     fflush(stdout);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -153,69 +163,55 @@ int cmd_metrics(int argc, char **argv)
     vram_pool_opts defaults;
     if ((rc = vram_pool_opts_init(&defaults)))
         return cli_lib_error("metrics", rc);
-    vram_policy policy = defaults.policy;
-    long long events = -1;
+    const char *policy_name = NULL, *gpu = NULL;
+    uint64_t events = UINT64_MAX, port = 0;
     double hold = -1;
-    int serve_it = 0, status = 0, n_traces = 0;
-    char **traces = calloc((size_t)argc, sizeof *traces);
-    if (!traces)
-        return 1;
-    for (int i = 1; i < argc && !status; i++) {
-        const char *a = argv[i], *v = NULL;
-        char *end;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(help, stdout);
-            free(traces);
-            return 0;
-        } else if (strcmp(a, "--no-gpu") == 0) {
-            mo.gpu = VRAM_GPU_NONE;
-        } else if (cli_is(a, "--policy")) {
-            if (!(v = cli_value("metrics", argc, argv, &i, "--policy")))
-                status = 2;
-            else if (vram_policy_parse(v, &policy))
-                status = cli_usage_error("metrics", "%s", vram_last_error());
-        } else if (cli_is(a, "--events")) {
-            if (!(v = cli_value("metrics", argc, argv, &i, "--events")))
-                status = 2;
-            else if ((events = strtoll(v, &end, 10)) < 0 || *end || !*v)
-                status = cli_usage_error("metrics", "--events %s is not a count of events", v);
-        } else if (cli_is(a, "--port")) {
-            long p = 0;
-            if (!(v = cli_value("metrics", argc, argv, &i, "--port")))
-                status = 2;
-            else if ((p = strtol(v, &end, 10)) < 0 || p > 65535 || *end || !*v)
-                status = cli_usage_error("metrics", "--port %s must be 0 to 65535", v);
-            else {
-                mo.port = (unsigned)p;
-                serve_it = 1;
-            }
-        } else if (cli_is(a, "--address")) {
-            if (!(v = cli_value("metrics", argc, argv, &i, "--address")))
-                status = 2;
-            else
-                mo.address = v;
-        } else if (cli_is(a, "--hold")) {
-            if (!(v = cli_value("metrics", argc, argv, &i, "--hold")))
-                status = 2;
-            else if ((hold = strtod(v, &end)) < 0 || *end || !*v)
-                status = cli_usage_error("metrics", "--hold %s must be seconds, 0 or more", v);
-        } else if (a[0] == '-' && a[1]) {
-            status = cli_usage_error("metrics", "unknown option \"%s\"", a);
-        } else {
-            traces[n_traces++] = argv[i];
-        }
+    int serve_it = 0, no_gpu = 0, json = 0, status = 0, hold_given = 0;
+    const cli_opt opts[] = {
+        {"--policy", NULL, CLI_CHOICE, &policy_name, NULL, "the pools' placement policy", 0, 0,
+         CLI_POLICIES},
+        {"--events", NULL, CLI_UINT, &events, "N", "replay only the first N events of each trace"},
+        {"--gpu", NULL, CLI_STRING, &gpu, "all|none|INDEX|PCI",
+         "GPUs read through NVML (default VRAM_METRICS_GPU)"},
+        {"--no-gpu", NULL, CLI_FLAG, &no_gpu, NULL, "no GPU read (--gpu none)"},
+        {"--port", NULL, CLI_UINT, &port, "P", "serve over HTTP on this port (0: a free one)", 0,
+         65535, NULL, &serve_it},
+        {"--address", NULL, CLI_STRING, &mo.address, "A",
+         "the address to bind (default VRAM_METRICS_ADDRESS)"},
+        {"--hold", NULL, CLI_NUMBER, &hold, "SECONDS", "serve this long, then stop", 0, 1e9,
+         NULL, &hold_given},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "each pool's statistics as JSON instead of the "
+                                                "exposition"},
+        {0},
+    };
+    const cli_spec spec = {"metrics", "TRACE...", about, opts, 1, -1, "trace"};
+    const char **traces;
+    int n_traces, st = cli_parse(&spec, argc, argv, &traces, &n_traces);
+    if (st)
+        return st < 0 ? 0 : st;
+    vram_policy policy = defaults.policy;
+    if (policy_name)
+        vram_policy_parse(policy_name, &policy);
+    mo.port = (unsigned)port;
+    if (gpu && vram_gpu_parse(gpu, &mo.gpu, &mo.gpu_pci_bus_id))
+        status = cli_usage_error("metrics", "--gpu: %s", vram_last_error());
+    else if (gpu && mo.gpu == VRAM_GPU_OWN)
+        status = cli_usage_error("metrics", "--gpu: the exposition is not one pool's: all, none, "
+                                            "an NVML index or a PCI bus id");
+    if (no_gpu) {
+        mo.gpu = VRAM_GPU_NONE;
+        mo.gpu_pci_bus_id = NULL;
     }
-    if (!status && !n_traces)
-        status = cli_usage_error("metrics", "no trace given");
-    if (!status && hold >= 0 && !serve_it)
+    if (!status && hold_given && !serve_it)
         status = cli_usage_error("metrics", "--hold needs --port");
+    long long n_events = events == UINT64_MAX ? -1 : (long long)events;
     replayed *r = status ? NULL : calloc((size_t)n_traces, sizeof *r);
     vram_pool **pools = status ? NULL : calloc((size_t)n_traces, sizeof *pools);
     if (!status && (!r || !pools))
         status = 1;
     int done = 0;
     for (; !status && done < n_traces; done++) {
-        if ((rc = replay_one(traces[done], policy, events, &r[done]))) {
+        if ((rc = replay_one(traces[done], policy, n_events, &r[done]))) {
             fprintf(stderr, "vramkit metrics: %s: %s\n", traces[done], vram_last_error());
             status = 1;
         }
@@ -225,7 +221,13 @@ int cmd_metrics(int argc, char **argv)
         mo.pools = pools;
         mo.n_pools = (size_t)n_traces;
         if (serve_it)
-            status = serve(&mo, hold);
+            status = serve(&mo, hold, json);
+        else if (json)
+            for (int i = 0; !status && i < n_traces; i++) {
+                if ((rc = vram_pool_stats_print(pools[i], vram_write_stdio, stdout,
+                                                VRAM_PRINT_JSON)))
+                    status = cli_lib_error("metrics", rc);
+            }
         else if ((rc = vram_metrics_print(&mo, vram_write_stdio, stdout, 0)))
             status = cli_lib_error("metrics", rc);
     }

@@ -17,34 +17,34 @@
 #include "vramkit.h"
 #include "vramkit/engine.h"
 
-static const char *const help =
-    "usage: vramkit model info MODEL.onnx [--backend cpu|cuda] [--batch N] [--workspace SIZE]\n"
-    "                          [--tf32] [--json]\n"
-    "       vramkit model run MODEL.onnx [--backend cpu|cuda] [--input NAME=FILE.npy]...\n"
-    "                         [--output-dir DIR] [--batch N] [--seed S] [--bench ITERATIONS]\n"
-    "                         [--workspace SIZE] [--tf32] [--graph] [--json]\n"
-    "       vramkit model sweep MODEL.onnx [--backend cpu|cuda] [--workspace 0,16M,64M,256M]\n"
-    "                           [--batch N] [--runs N] [--seed S] [--tf32]\n\n"
-    "info: inputs and outputs (at the batch), operator counts, and memory in four\n"
-    "categories - weights (once per engine), activations (one context's arena, against the\n"
-    "most bytes live at any step, its lower bound), input/output bindings and workspace -\n"
-    "with what one more context costs.\n"
-    "run: runs the model once on the inputs given as .npy files (missing inputs are filled\n"
-    "with seeded random values, see tests/onnx/README.md) and writes each output to\n"
+static const char about_model[] =
+    "Subcommands (each takes --help):\n"
+    "  info MODEL.onnx   inputs, outputs, operators, and memory: weights (once per engine),\n"
+    "                    activations (one execution context's arena, against its lower\n"
+    "                    bound), input/output bindings and workspace\n"
+    "  run MODEL.onnx    run it on .npy inputs (or seeded random ones), write the outputs\n"
+    "                    as .npy files, optionally timed\n"
+    "  sweep MODEL.onnx  for each workspace limit, the workspace, what an execution context\n"
+    "                    costs and how long a run takes\n";
+
+static const char about_info[] =
+    "Loads the model and prints its inputs and outputs at the batch, its operators, and its\n"
+    "memory in four categories - weights (once per engine), activations (one execution\n"
+    "context's arena, against the most bytes live at any step, its lower bound),\n"
+    "input/output bindings and workspace - with what one more execution context costs.\n"
+    "--batch sets the largest batch of inputs whose first dimension is symbolic; a model\n"
+    "whose batch is fixed keeps it (and says so).\n";
+
+static const char about_run[] =
+    "Runs the model once on the inputs given as .npy files (missing inputs are filled with\n"
+    "seeded random values, see tests/onnx/README.md) and writes each output to\n"
     "DIR/<output name>.npy (characters other than letters, digits, '.', '-' and '_' become\n"
     "'_'; DIR defaults to the current directory). --bench N runs N more times and prints\n"
-    "latency percentiles (the outputs written are the last run's). --batch sets the\n"
-    "batch for inputs whose first dimension is symbolic. --json prints one JSON object\n"
-    "(memory, outputs, first run and latency) and nothing else on stdout.\n"
-    "--backend cuda runs on the GPU (cuDNN convolutions, cuBLAS matrix products) in exact\n"
-    "FP32, or with TF32 tensor cores with --tf32; --graph captures the run into a CUDA\n"
-    "graph the first time and replays it. --workspace bounds the scratch a context may\n"
-    "use (default: cpu 256K, cuda 64M).\n"
-    "sweep: for each workspace limit (the scratch the convolutions may use per context;\n"
-    "cpu: with none they run as direct loops; cuda: cuDNN's fastest algorithm that fits),\n"
-    "the workspace and context bytes and the latency of --runs runs (default 10) on\n"
-    "seeded random inputs; every limit must give the first one's outputs within 1e-4\n"
-    "relative L2 (1e-2 with --tf32, whose rounding depends on the algorithm).\n";
+    "latency percentiles (the outputs written are the last run's). --backend cuda runs on\n"
+    "the GPU (cuDNN convolutions, cuBLAS matrix products) in exact FP32, or with TF32\n"
+    "tensor cores with --tf32; --graph captures the run into a CUDA graph the first time\n"
+    "and replays it. --json prints one JSON object (memory, outputs, first run and latency)\n"
+    "and nothing else on stdout.\n";
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -81,6 +81,7 @@ static int info(const char *model, const model_opts *mo, int json)
     int rc = model_load(model, mo, &e);
     if (rc)
         return cli_lib_error("model info", rc);
+    model_note_batch("model info", model, mo, e);
     vram_engine_info in;
     vram_engine_memory m;
     vram_engine_info_get(e, &in);
@@ -102,6 +103,7 @@ static int info(const char *model, const model_opts *mo, int json)
         cJSON_AddNumberToObject(o, "opset", (double)in.opset);
         cJSON_AddStringToObject(o, "producer", in.producer);
         cJSON_AddNumberToObject(o, "batch", (double)in.batch);
+        cJSON_AddBoolToObject(o, "batch_symbolic", in.batch_symbolic);
         cJSON_AddItemToObject(o, "inputs", tensors_json(e, 0));
         cJSON_AddItemToObject(o, "outputs", tensors_json(e, 1));
         cJSON *oc = cJSON_AddObjectToObject(o, "operators");
@@ -242,11 +244,12 @@ static void print_json(const char *model, const model_opts *mo, const vram_engin
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", model);
     cJSON_AddStringToObject(o, "executor", mo->backend);
-    cJSON_AddNumberToObject(o, "batch", (double)mo->batch);
-    cJSON_AddBoolToObject(o, "graph", mo->graph);
-    cJSON_AddBoolToObject(o, "tf32", mo->tf32);
     vram_engine_info in;
     vram_engine_info_get(e, &in);
+    cJSON_AddNumberToObject(o, "batch", (double)in.batch);
+    cJSON_AddBoolToObject(o, "batch_symbolic", in.batch_symbolic);
+    cJSON_AddBoolToObject(o, "graph", mo->graph);
+    cJSON_AddBoolToObject(o, "tf32", mo->tf32);
     model_memory_json(o, &m);
     cJSON_AddItemToObject(o, "outputs", outputs);
     cJSON_AddNumberToObject(o, "first_run_ms", first);
@@ -277,6 +280,7 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
     int rc = model_load(model, mo, &e);
     if (rc)
         return cli_lib_error("model run", rc);
+    model_note_batch("model run", model, mo, e);
     vram_exec *ctx = NULL;
     int status = 0;
     rc = vram_exec_create(e, &ctx);
@@ -355,73 +359,101 @@ static int run(const char *model, const model_opts *mo, const named_input *in, i
     return status;
 }
 
-int cmd_model(int argc, char **argv)
+static int model_info(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(help, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    const char *sub = argv[1];
-    if (!strcmp(sub, "sweep"))
-        return cmd_model_sweep(argc, argv);
-    if (strcmp(sub, "info") && strcmp(sub, "run"))
-        return cli_usage_error("model", "unknown subcommand '%s' (info, run or sweep)", sub);
-    const char *cmd = !strcmp(sub, "info") ? "model info" : "model run";
-    const char *model = NULL, *dir = ".";
-    int json = 0;
-    int64_t seed = 1, bench = 0;
     model_opts mo;
     model_opts_init(&mo);
-    named_input *in = calloc((size_t)argc, sizeof *in);
+    int json = 0;
+    const cli_opt opts[] = {
+        MODEL_CLI_OPTS(&mo),
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object instead of the text"},
+        {0},
+    };
+    const cli_spec spec = {"model info", "MODEL.onnx", about_info, opts, 1, 1, "model"};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st)
+        return st < 0 ? 0 : st;
+    const char *model = args[0];
+    free(args);
+    st = model_check_opts("model info", &mo);
+    return st ? st : info(model, &mo, json);
+}
+
+static int model_run(int argc, char **argv)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    int json = 0;
+    uint64_t seed = 1, bench = 0;
+    const char *dir = ".";
+    cli_list inputs = {0};
+    const cli_opt opts[] = {
+        MODEL_CLI_OPTS(&mo),
+        {"--graph", NULL, CLI_FLAG, &mo.graph, NULL,
+         "cuda: capture the run into a CUDA graph and replay it"},
+        {"--input", NULL, CLI_LIST, &inputs, "NAME=FILE.npy", "an input from a .npy file "
+                                                              "(repeatable)"},
+        {"--output-dir", NULL, CLI_STRING, &dir, "DIR", "where the outputs go (default .)"},
+        {"--seed", NULL, CLI_UINT, &seed, "S", "seed of the random inputs (default 1)"},
+        {"--bench", NULL, CLI_UINT, &bench, "N", "N more runs, timed", 0, 1e7},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object instead of the text"},
+        {0},
+    };
+    const cli_spec spec = {"model run", "MODEL.onnx", about_run, opts, 1, 1, "model"};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st) {
+        free(inputs.items);
+        return st < 0 ? 0 : st;
+    }
+    const char *model = args[0];
+    free(args);
+    named_input *in = calloc((size_t)inputs.n + 1, sizeof *in);
     int n_in = 0, status = in ? 0 : 1;
-    for (int i = 2; i < argc && !status; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--help")) {
-            fputs(help, stdout);
-            free(in);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (model_parse_opt(cmd, argc, argv, &i, &mo, &status)) {
-            /* taken */
-        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--seed")) {
-            v = cli_value(cmd, argc, argv, &i, "--seed");
-            status = !v ? 2 : model_parse_i64(cmd, "--seed", v, 0, &seed);
-        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--bench")) {
-            v = cli_value(cmd, argc, argv, &i, "--bench");
-            status = !v ? 2 : model_parse_i64(cmd, "--bench", v, 0, &bench);
-        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--output-dir")) {
-            dir = cli_value(cmd, argc, argv, &i, "--output-dir");
-            status = dir ? 0 : 2;
-        } else if (!strcmp(sub, "run") && cli_is(argv[i], "--input")) {
-            v = cli_value(cmd, argc, argv, &i, "--input");
-            const char *eq = v ? strchr(v, '=') : NULL;
-            if (!v) {
-                status = 2;
-            } else if (!eq || eq == v || !eq[1]) {
-                status = cli_usage_error(cmd, "--input takes NAME=FILE.npy, not '%s'", v);
-            } else {
-                char *name = strndup(v, (size_t)(eq - v));
-                in[n_in++] = (named_input){name, eq + 1};
-                status = name ? 0 : 1;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            status = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
-        } else if (!model) {
-            model = argv[i];
+    for (int k = 0; !status && k < inputs.n; k++) {
+        const char *v = inputs.items[k], *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1]) {
+            status = cli_usage_error("model run", "--input takes NAME=FILE.npy, not '%s'", v);
         } else {
-            status = cli_usage_error(cmd, "one model at a time ('%s' and '%s')", model, argv[i]);
+            char *name = strndup(v, (size_t)(eq - v));
+            in[n_in++] = (named_input){name, eq + 1};
+            status = name ? 0 : 1;
         }
     }
-    if (!status && !model)
-        status = cli_usage_error(cmd, "which model? (vramkit model %s MODEL.onnx)", sub);
     if (!status)
-        status = model_check_opts(cmd, &mo);
+        status = model_check_opts("model run", &mo);
     if (!status)
-        status = !strcmp(sub, "info") ? info(model, &mo, json)
-                                      : run(model, &mo, in, n_in, dir, (uint64_t)seed, bench, json);
+        status = run(model, &mo, in, n_in, dir, seed, (long)bench, json);
     for (int k = 0; k < n_in; k++)
         free((char *)in[k].name);
     free(in);
+    free(inputs.items);
     return status;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } subs[] = {{"info", model_info}, {"run", model_run}, {"sweep", cmd_model_sweep}};
+    const char *names[] = {"info", "run", "sweep"};
+    if (argc < 2) {
+        fprintf(stderr, "usage: vramkit model info|run|sweep MODEL.onnx [options]\n\n%s",
+                about_model);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: vramkit model info|run|sweep MODEL.onnx [options]\n\n%s", about_model);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (!strcmp(argv[1], subs[i].name))
+            return subs[i].run(argc - 1, argv + 1);
+    const char *close = cli_closest(argv[1], names, 3);
+    if (close)
+        return cli_usage_error("model", "unknown subcommand '%s' (did you mean %s?)", argv[1],
+                               close);
+    return cli_usage_error("model", "unknown subcommand '%s' (info, run or sweep)", argv[1]);
 }

@@ -74,6 +74,14 @@ static double worst_diff(const outputs *a, const outputs *b)
     return worst;
 }
 
+static const char about[] =
+    "For each workspace limit (the scratch the convolutions may use per execution context;\n"
+    "cpu: with none they run as direct loops; cuda: cuDNN's fastest algorithm that fits),\n"
+    "loads the model under it and prints the workspace and execution context bytes and the\n"
+    "latency of --runs runs (default 10) on seeded random inputs; every limit must give the\n"
+    "first one's outputs within 1e-4 relative L2 (1e-2 with --tf32, whose rounding depends\n"
+    "on the algorithm), else the exit status is 1. --json prints one JSON object per limit.\n";
+
 static int parse_limits(const char *list, uint64_t *limits, int *n)
 {
     char buf[512];
@@ -89,19 +97,20 @@ static int parse_limits(const char *list, uint64_t *limits, int *n)
         if (*n == MAX_LIMITS)
             return cli_usage_error("model sweep", "--workspace: at most %d sizes", MAX_LIMITS);
         if (vram_size_parse(item, &limits[*n]))
-            return cli_usage_error("model sweep", "--workspace: \"%s\" is not a size", item);
+            return cli_usage_error("model sweep", "--workspace: %s", vram_last_error());
         (*n)++;
     }
     return 0;
 }
 
 static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n_limits,
-                 long runs, uint64_t seed)
+                 long runs, uint64_t seed, int json)
 {
     outputs first = {0};
     int status = 0;
-    printf("%-12s %14s %14s %10s %10s %10s %12s\n", "limit", "workspace B", "context B",
-           "p50 ms", "mean ms", "min ms", "max diff");
+    if (!json)
+        printf("%-12s %14s %14s %10s %10s %10s %12s\n", "limit", "workspace B", "exec B",
+               "p50 ms", "mean ms", "min ms", "max diff");
     double *ms = calloc((size_t)runs, sizeof *ms);
     if (!ms)
         return 1;
@@ -112,6 +121,8 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
         int rc = model_load(model, &mo, &e);
         if (rc)
             return free(ms), outputs_free(&first), cli_lib_error("model sweep", rc);
+        if (l == 0)
+            model_note_batch("model sweep", model, &mo, e);
         rc = vram_exec_create(e, &c);
         if (!rc)
             rc = model_fill_inputs(c, e, seed);
@@ -137,9 +148,25 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
             double diff = l == 0 ? 0.0 : worst_diff(&first, &o);
             char lim[32];
             vram_size_format(lim, sizeof lim, limits[l]);
-            printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
-                   (unsigned long long)m.workspace_bytes, (unsigned long long)m.exec_bytes,
-                   ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);
+            if (json) {
+                cJSON *row = cJSON_CreateObject();
+                cJSON_AddStringToObject(row, "model", model);
+                cJSON_AddStringToObject(row, "executor", mo.backend);
+                cJSON_AddNumberToObject(row, "workspace_limit_bytes", (double)limits[l]);
+                model_memory_json(row, &m);
+                cJSON *lat = cJSON_AddObjectToObject(row, "latency_ms");
+                cJSON_AddNumberToObject(lat, "runs", (double)runs);
+                cJSON_AddNumberToObject(lat, "p50", ms[(runs - 1) / 2]);
+                cJSON_AddNumberToObject(lat, "mean", sum / (double)runs);
+                cJSON_AddNumberToObject(lat, "min", ms[0]);
+                cJSON_AddNumberToObject(row, "max_relative_l2_diff", diff);
+                if (cli_print_json(row))
+                    status = 1;
+            } else {
+                printf("%-12s %14llu %14llu %10.3f %10.3f %10.3f %12.3g\n", lim,
+                       (unsigned long long)m.workspace_bytes, (unsigned long long)m.exec_bytes,
+                       ms[(runs - 1) / 2], sum / (double)runs, ms[0], diff);
+            }
             double tol = mo.tf32 ? 1e-2 : 1e-4;
             if (!(diff <= tol)) {
                 fprintf(stderr, "vramkit model sweep: at a %s workspace the outputs differ from "
@@ -159,43 +186,37 @@ static int sweep(const char *model, model_opts mo, const uint64_t *limits, int n
 
 int cmd_model_sweep(int argc, char **argv)
 {
-    const char *cmd = "model sweep", *model = NULL, *list = NULL;
-    int64_t runs = 10, seed = 1;
+    const char *list = "0,16M,64M,256M";
+    uint64_t runs = 10, seed = 1;
+    int json = 0;
     model_opts mo;
     model_opts_init(&mo);
-    for (int i = 2; i < argc; i++) {
-        const char *v;
-        int status = 0;
-        if (cli_is(argv[i], "--workspace")) {
-            if (!(list = cli_value(cmd, argc, argv, &i, "--workspace")))
-                return 2;
-        } else if (strcmp(argv[i], "--graph") &&
-                   model_parse_opt(cmd, argc, argv, &i, &mo, &status)) {
-            if (status)
-                return status;
-        } else if (cli_is(argv[i], "--runs") || cli_is(argv[i], "--seed")) {
-            const char *name = !strncmp(argv[i], "--runs", 6) ? "--runs" : "--seed";
-            if (!(v = cli_value(cmd, argc, argv, &i, name)))
-                return 2;
-            int runs_opt = !strcmp(name, "--runs");
-            if ((status = model_parse_i64(cmd, name, v, runs_opt, runs_opt ? &runs : &seed)))
-                return status;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
-        } else if (!model) {
-            model = argv[i];
-        } else {
-            return cli_usage_error(cmd, "one model at a time ('%s' and '%s')", model, argv[i]);
-        }
-    }
-    if (!model)
-        return cli_usage_error(cmd, "which model? (vramkit model sweep MODEL.onnx --workspace "
-                                    "0,16M,64M,256M)");
-    int rc = model_check_opts(cmd, &mo);
+    const cli_opt opts[] = {
+        {"--backend", NULL, CLI_CHOICE, &mo.backend, NULL,
+         "the executor: cpu or cuda (default VRAM_ENGINE_EXECUTOR)", 0, 0, "cpu|cuda"},
+        {"--batch", NULL, CLI_UINT, &mo.batch, "N", "the largest batch, for a symbolic batch",
+         1, 1 << 20, NULL, &mo.batch_given},
+        {"--workspace", NULL, CLI_STRING, &list, "LIST",
+         "the limits, comma-separated sizes (default 0,16M,64M,256M)"},
+        {"--tf32", NULL, CLI_FLAG, &mo.tf32, NULL, "cuda: TF32 tensor cores"},
+        {"--runs", NULL, CLI_UINT, &runs, "N", "timed runs per limit (default 10)", 1, 1e6},
+        {"--seed", NULL, CLI_UINT, &seed, "S", "seed of the random inputs (default 1)"},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object per limit"},
+        {0},
+    };
+    const cli_spec spec = {"model sweep", "MODEL.onnx", about, opts, 1, 1, "model"};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st)
+        return st < 0 ? 0 : st;
+    const char *model = args[0];
+    free(args);
+    mo.graph = 0;
+    int rc = model_check_opts("model sweep", &mo);
     if (rc)
         return rc;
     uint64_t limits[MAX_LIMITS];
-    int n = 0;
-    rc = parse_limits(list ? list : "0,16M,64M,256M", limits, &n);
-    return rc ? rc : sweep(model, mo, limits, n, (long)runs, (uint64_t)seed);
+    int n_limits = 0;
+    rc = parse_limits(list, limits, &n_limits);
+    return rc ? rc : sweep(model, mo, limits, n_limits, (long)runs, seed, json);
 }

@@ -1,51 +1,43 @@
-/* tools/vramkit/cmd_replay.c - `vramkit replay TRACE... [--policy P]
- * [--granularity BYTES] [--capacity BYTES] [--backend B] [--compare]
- * [--runs N] [--json] [--oom-dir DIR]`: replay traces through a pool and print, per trace,
- * what it held and what its bookkeeping cost next to glibc malloc in the same
- * run; on a GPU, with --compare, next to the driver's own allocators. */
+/* tools/vramkit/cmd_replay.c - `vramkit replay TRACE...`: replay traces
+ * through a pool and print, per trace, what it held and what its
+ * bookkeeping cost next to glibc malloc in the same run, with the settings
+ * it ran with; on a GPU, with --compare, next to the driver's own
+ * allocators. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "vramkit.h"
 
-static const char *const help =
-    "usage: vramkit replay TRACE... [--policy vmm|segments] [--granularity BYTES]\n"
-    "                      [--capacity BYTES] [--backend sim|host|cuda|cuda_async|vmm]\n"
-    "                      [--compare] [--runs N] [--json] [--oom-dir DIR]\n\n"
+static const char about[] =
     "Replays each allocation trace (RMM CSV, plain or gzip) through a fresh pool on the\n"
-    "backend (default: the simulated device) and prints: events, peak live and peak\n"
-    "reserved bytes and their ratio, the floor of that ratio under the stream model (the\n"
-    "most bytes live or freed-but-pending at once, over peak live), fragmentation when\n"
-    "reserved memory peaked, backend calls, host ns per operation on fresh pools and on a\n"
-    "pool that has replayed the trace once (warm), and glibc malloc/free's ns per\n"
-    "operation on the same events in the same run (median of --runs timed runs each,\n"
-    "alternating). On a GPU backend the bytes are real device memory, each stream of the\n"
-    "trace is a CUDA stream, and 'drv MiB' is the most device memory in use as the\n"
-    "driver reports it; --compare replays the same trace, in the same run, through the\n"
-    "device's cudaMallocAsync pool (release threshold at its maximum) and through\n"
-    "cudaMalloc/cudaFree. The policy defaults to vmm on backends that map (sim, host,\n"
-    "vmm) and to segments on the others. Requests the capacity cannot hold are reported\n"
-    "and the replay continues; with --oom-dir (or VRAM_OOM_DIR) the measured run writes an\n"
-    "OOM report there for each (at most VRAM_OOM_MAX_REPORTS a minute). --json prints one\n"
-    "object per trace and allocator.\n"
-    "Sizes accept K/M/G suffixes (powers of 1024).\n";
+    "backend (default: the simulated device) and prints the settings it ran with, then per\n"
+    "trace: events, peak live and peak reserved bytes and their ratio, the floor of that\n"
+    "ratio under the stream model (the most bytes live or freed-but-pending at once, over\n"
+    "peak live), fragmentation when reserved memory peaked, backend calls, host ns per\n"
+    "operation on fresh pools and on a pool that has replayed the trace once (warm), and\n"
+    "glibc malloc/free's ns per operation on the same events in the same run (median of\n"
+    "--runs timed runs each, alternating). On a GPU backend the bytes are real device\n"
+    "memory, each stream of the trace is a CUDA stream, and 'drv MiB' is the most device\n"
+    "memory in use as the driver reports it; --compare replays the same trace, in the same\n"
+    "run, through the device's cudaMallocAsync pool (release threshold at its maximum) and\n"
+    "through cudaMalloc/cudaFree. The policy defaults to vmm on backends that map (sim,\n"
+    "host, vmm) and to segments on the others; the other settings default to their VRAM_*\n"
+    "options. Requests the capacity cannot hold are reported and the replay continues;\n"
+    "with --oom-dir (or VRAM_OOM_DIR) the measured run writes an OOM report there for each\n"
+    "(at most VRAM_OOM_MAX_REPORTS a minute). --json prints one object per trace and\n"
+    "allocator, each with the settings. Sizes accept K/M/G suffixes (powers of 1024).\n"
+    "Exit status: 0, or 1 when a trace could not be replayed.\n";
 
-static const char *base_name(const char *path)
+static int print_result(const vram_replay_row *row, int json, int *header_done)
 {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-static int print_result(const char *trace, const char *label, uint64_t granularity,
-                        const vram_replay_result *r, int json, int *header_done)
-{
-    if (json)
-        return vram_replay_print_json(trace, label, granularity, r, vram_write_stdio, stdout);
-    int rc = *header_done ? 0 : vram_replay_print_header(vram_write_stdio, stdout);
-    *header_done = 1;
-    return rc ? rc : vram_replay_print_row(base_name(trace), label, r, vram_write_stdio, stdout);
+    int rc = 0;
+    if (!json && !*header_done && row->opts) {
+        rc = vram_replay_print_header(row->opts, vram_write_stdio, stdout, 0);
+        *header_done = 1;
+    }
+    return rc ? rc
+              : vram_replay_print_row(row, vram_write_stdio, stdout, json ? VRAM_PRINT_JSON : 0);
 }
 
 int cmd_replay(int argc, char **argv)
@@ -54,111 +46,85 @@ int cmd_replay(int argc, char **argv)
     int rc = vram_replay_opts_init(&o);
     if (rc)
         return cli_lib_error("replay", rc);
-    int json = 0, n_traces = 0, compare = 0, policy_given = 0;
-    char **traces = calloc((size_t)argc, sizeof *traces);
-    if (!traces)
-        return 1;
-    int status = 0;
-    for (int i = 1; i < argc && !status; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(help, stdout);
-            free(traces);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--compare") == 0) {
-            compare = 1;
-        } else if (cli_is(a, "--policy")) {
-            if (!(v = cli_value("replay", argc, argv, &i, "--policy")))
-                status = 2;
-            else if (vram_policy_parse(v, &o.pool.policy))
-                status = cli_usage_error("replay", "%s", vram_last_error());
-            else
-                policy_given = 1;
-        } else if (cli_is(a, "--granularity") || cli_is(a, "--capacity")) {
-            int gran = cli_is(a, "--granularity");
-            uint64_t *dst = gran ? &o.pool.granularity : &o.capacity;
-            if (!(v = cli_value("replay", argc, argv, &i, gran ? "--granularity" : "--capacity")))
-                status = 2;
-            else if (vram_config_set(gran ? "granularity" : "capacity", v))
-                status = cli_usage_error("replay", "%s", vram_last_error());
-            else
-                *dst = gran ? vram_config_get()->granularity : vram_config_get()->capacity;
-        } else if (cli_is(a, "--oom-dir")) {
-            if (!(v = cli_value("replay", argc, argv, &i, "--oom-dir")))
-                status = 2;
-            else
-                o.oom_dir = v;
-        } else if (cli_is(a, "--backend")) {
-            if (!(v = cli_value("replay", argc, argv, &i, "--backend")))
-                status = 2;
-            else
-                o.backend = v;
-        } else if (cli_is(a, "--runs")) {
-            if (!(v = cli_value("replay", argc, argv, &i, "--runs")))
-                status = 2;
-            else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (*end || n < 1 || n > 1000)
-                    status = cli_usage_error("replay", "--runs %s must be 1 to 1000", v);
-                else
-                    o.timing_runs = (unsigned)n;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            status = cli_usage_error("replay", "unknown option \"%s\"", a);
-        } else {
-            traces[n_traces++] = argv[i];
-        }
-    }
-    if (!status && !n_traces)
-        status = cli_usage_error("replay", "no trace given");
-    int gpu = cli_backend_is_gpu(o.backend);
-    if (!status && compare && !gpu)
-        status = cli_usage_error("replay", "--compare needs a GPU backend (cuda, cuda_async, vmm)");
-    if (!status && !policy_given && gpu && strcmp(o.backend, "vmm") != 0)
+    const char *policy = NULL, *backend = "sim";
+    uint64_t runs = 5, granularity = o.pool.granularity;
+    int json = 0, compare = 0, policy_given = 0;
+    const cli_opt opts[] = {
+        {"--policy", NULL, CLI_CHOICE, &policy, NULL, "placement policy (default: vmm where the "
+                                                      "backend maps, else segments)",
+         0, 0, CLI_POLICIES, &policy_given},
+        {"--backend", NULL, CLI_CHOICE, &backend, NULL, "where the bytes come from (default sim)",
+         0, 0, CLI_BACKENDS},
+        {"--granularity", NULL, CLI_POW2, &granularity, "BYTES",
+         "mapping unit, a power of two of 4K or more (default VRAM_GRANULARITY)", 4096},
+        {"--capacity", NULL, CLI_SIZE, &o.capacity, "BYTES",
+         "sim and host: the device's bytes (default VRAM_CAPACITY)", 4096},
+        {"--headroom", NULL, CLI_NUMBER, &o.pool.headroom, "H",
+         "vmm: reserved may reach (1 + H) x peak live before memory goes back", 0, 10},
+        {"--retain-ratio", NULL, CLI_NUMBER, &o.pool.retain_ratio, "R",
+         "vmm: free memory kept mapped, as a fraction of peak live", 0, 10},
+        {"--retain-min", NULL, CLI_SIZE, &o.pool.retain_min, "BYTES",
+         "vmm: free memory always kept mapped"},
+        {"--compare", NULL, CLI_FLAG, &compare, NULL,
+         "GPU backends: also replay through cudaMallocAsync and cudaMalloc"},
+        {"--runs", NULL, CLI_UINT, &runs, "N", "timed runs of each side (default 5)", 1, 1000},
+        {"--oom-dir", NULL, CLI_STRING, &o.oom_dir, "DIR",
+         "write an OOM report here for each refused request of the measured run"},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "one JSON object per trace and allocator"},
+        {0},
+    };
+    const cli_spec spec = {"replay", "TRACE...", about, opts, 1, -1, "trace"};
+    const char **traces;
+    int n_traces, st = cli_parse(&spec, argc, argv, &traces, &n_traces);
+    if (st)
+        return st < 0 ? 0 : st;
+    o.backend = backend;
+    o.timing_runs = (unsigned)runs;
+    o.pool.granularity = granularity;
+    int gpu = cli_backend_is_gpu(backend);
+    if (policy_given)
+        vram_policy_parse(policy, &o.pool.policy);
+    else if (gpu && strcmp(backend, "vmm") != 0)
         o.pool.policy = VRAM_POLICY_SEGMENTS;
-    if (status) {
+    if (compare && !gpu) {
         free(traces);
-        return status;
+        return cli_usage_error("replay", "--compare needs a GPU backend (cuda, cuda_async, vmm), "
+                                         "not %s", backend);
     }
-    if (!o.pool.granularity)
-        o.pool.granularity = vram_config_get()->granularity;
     char label[48];
-    snprintf(label, sizeof label, "%s%s%s", gpu ? o.backend : "", gpu ? "/" : "",
-             vram_policy_name(o.pool.policy));
-    const char *policy = label;
-    int header_done = json;
+    snprintf(label, sizeof label, "%s/%s", backend, vram_policy_name(o.pool.policy));
+    int header_done = 0, status = 0;
     for (int t = 0; t < n_traces; t++) {
         vram_trace *trace;
         rc = vram_trace_read(traces[t], &trace);
         if (rc) {
-            cli_lib_error("replay", rc);
-            status = 1;
+            status = cli_lib_error("replay", rc);
             continue;
         }
         vram_replay_result r;
         rc = vram_replay_run(trace, &o, &r);
         if (rc) {
             vram_trace_free(trace);
-            cli_lib_error("replay", rc);
-            status = 1;
+            status = cli_lib_error("replay", rc);
             continue;
         }
-        rc = print_result(traces[t], policy, o.pool.granularity, &r, json, &header_done);
+        vram_replay_row row = {traces[t], label, &o, &r};
+        rc = print_result(&row, json, &header_done);
         for (int w = 0; compare && !rc && w < 2; w++) {
-            vram_replay_baseline which = w ? VRAM_BASELINE_CUDA_MALLOC : VRAM_BASELINE_CUDA_MALLOC_ASYNC;
+            vram_replay_baseline which =
+                w ? VRAM_BASELINE_CUDA_MALLOC : VRAM_BASELINE_CUDA_MALLOC_ASYNC;
             vram_replay_result br;
             rc = vram_replay_baseline_run(trace, which, o.timing_runs, &br);
             if (rc)
                 break;
-            rc = print_result(traces[t], vram_replay_baseline_name(which), 0, &br, json,
-                              &header_done);
+            vram_replay_row brow = {traces[t], vram_replay_baseline_name(which), NULL, &br};
+            rc = print_result(&brow, json, &header_done);
         }
         vram_trace_free(trace);
-        if (rc)
+        if (rc) {
+            free(traces);
             return cli_lib_error("replay", rc);
+        }
         if (r.failed_allocs)
             fprintf(stderr,
                     "vramkit replay: %s: %llu request(s) refused; the first, line %u, %llu bytes: "

@@ -10,10 +10,7 @@
 #include "cli.h"
 #include "vramkit.h"
 
-static const char help[] =
-    "usage: vramkit report INPUT... -o FILE.html [--title TEXT] [--max-points N]\n"
-    "                      [--max-blocks N]\n"
-    "       vramkit report INPUT... --json\n\n"
+static const char about[] =
     "Reads pool snapshots (the JSON vram_pool_snapshot writes), sample series (the\n"
     "monitor's JSON Lines or CSV) and OOM reports (JSON), recognised by their content,\n"
     "plain or gzip, and writes one HTML page that works offline: live bytes over time\n"
@@ -22,69 +19,37 @@ static const char help[] =
     "its request, diagnosis, usage by owner and last events.\n\n"
     "A malformed input is refused with its name, line and problem, and nothing is\n"
     "written: the page goes to a temporary file renamed to FILE.html once complete.\n"
-    "A series longer than --max-points (2000) is drawn from the fewest and the most\n"
-    "live bytes of each interval, so peaks show; a snapshot with more than\n"
-    "--max-blocks (20000) blocks has touching blocks of one owner merged in its map.\n"
-    "--json prints the page's data instead of writing a page.\n";
-
-static int parse_count(const char *opt, const char *v, uint32_t min, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long n = strtoul(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || n < min || n > 10000000ul)
-        return cli_usage_error("report", "%s %s must be a whole number from %u to 10000000", opt,
-                               v, min);
-    *out = (uint32_t)n;
-    return 0;
-}
+    "A series longer than --max-points (VRAM_REPORT_MAX_POINTS, 2000) is drawn from the\n"
+    "fewest and the most live bytes of each interval, so peaks show; a snapshot with more\n"
+    "than --max-blocks (VRAM_REPORT_MAX_BLOCKS, 20000) blocks has touching blocks of one\n"
+    "owner merged in its map. --json prints the page's data instead of writing a page.\n";
 
 int cmd_report(int argc, char **argv)
 {
     vram_report_opts o;
-    vram_report_opts_init(&o);
+    int rc = vram_report_opts_init(&o);
+    if (rc)
+        return cli_lib_error("report", rc);
     const char *out = NULL;
-    int json = 0, n_inputs = 0, status = 0;
-    const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    if (!inputs)
-        return 1;
-    for (int i = 1; i < argc && !status; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(help, stdout);
-            free(inputs);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (cli_is(a, "-o") || cli_is(a, "--output")) {
-            if (!(v = cli_value("report", argc, argv, &i, cli_is(a, "-o") ? "-o" : "--output")))
-                status = 2;
-            else
-                out = v;
-        } else if (cli_is(a, "--title")) {
-            if (!(v = cli_value("report", argc, argv, &i, "--title")))
-                status = 2;
-            else
-                o.title = v;
-        } else if (cli_is(a, "--max-points")) {
-            if (!(v = cli_value("report", argc, argv, &i, "--max-points")))
-                status = 2;
-            else
-                status = parse_count("--max-points", v, 8, &o.max_points);
-        } else if (cli_is(a, "--max-blocks")) {
-            if (!(v = cli_value("report", argc, argv, &i, "--max-blocks")))
-                status = 2;
-            else
-                status = parse_count("--max-blocks", v, 1, &o.max_blocks);
-        } else if (a[0] == '-' && a[1]) {
-            status = cli_usage_error("report", "unknown option \"%s\"", a);
-        } else {
-            inputs[n_inputs++] = a;
-        }
-    }
-    if (!status && !n_inputs)
-        status = cli_usage_error("report", "no input given");
-    if (!status && !out && !json)
+    uint64_t max_points = o.max_points, max_blocks = o.max_blocks;
+    int json = 0, status = 0;
+    const cli_opt opts[] = {
+        {"--output", "-o", CLI_STRING, &out, "FILE.html", "where the page goes"},
+        {"--title", NULL, CLI_STRING, &o.title, "TEXT", "the page's title"},
+        {"--max-points", NULL, CLI_UINT, &max_points, "N", "most points per series", 8, 1e7},
+        {"--max-blocks", NULL, CLI_UINT, &max_blocks, "N", "blocks a snapshot's map draws", 1,
+         1e7},
+        {"--json", NULL, CLI_FLAG, &json, NULL, "the page's data as JSON, no page"},
+        {0},
+    };
+    const cli_spec spec = {"report", "INPUT...", about, opts, 1, -1, "input"};
+    const char **inputs;
+    int n_inputs, st = cli_parse(&spec, argc, argv, &inputs, &n_inputs);
+    if (st)
+        return st < 0 ? 0 : st;
+    o.max_points = (uint32_t)max_points;
+    o.max_blocks = (uint32_t)max_blocks;
+    if (!out && !json)
         status = cli_usage_error("report", "say where the page goes (-o FILE.html), or --json");
     if (!status && out && json)
         status = cli_usage_error("report", "-o and --json exclude each other");
@@ -93,7 +58,7 @@ int cmd_report(int argc, char **argv)
         return status;
     }
     vram_report *r;
-    int rc = vram_report_create(&o, &r);
+    rc = vram_report_create(&o, &r);
     if (rc) {
         free(inputs);
         return cli_lib_error("report", rc);

@@ -14,12 +14,7 @@
 #include "vramkit.h"
 #include "vramkit/report.h"
 
-static const char *const help =
-    "usage: vramkit soak --workload replay:TRACE [--iterations N] [--csv FILE] [--jsonl FILE]\n"
-    "                    [--html FILE] [--policy vmm|segments] [--backend B] [--capacity BYTES]\n"
-    "                    [--warmup FRACTION] [--threshold BYTES] [--confidence C]\n"
-    "                    [--gpu INDEX|PCI_BUS_ID|none] [--alert-hold N]\n"
-    "                    [--plant-leak BYTES/K]\n\n"
+static const char about[] =
     "Runs the workload N times (default 20000) through one pool that lives for the whole\n"
     "soak, so that anything an iteration leaves behind accumulates, and samples the pool\n"
     "after every iteration: live, peak and reserved bytes, fragmentation, largest free\n"
@@ -36,8 +31,8 @@ static const char *const help =
     "since a sample every iteration sees memory swing within the workload's cycle.\n\n"
     "--csv and --jsonl write every sample (and, in JSON Lines, every alert); --html writes\n"
     "a report page of the series and of the pool at the end. On a terminal a progress bar\n"
-    "shows the live bytes and the slope; otherwise a line every tenth of the run.\n"
-    "--gpu names the GPU read through NVML (default VRAM_MONITOR_GPU).\n"
+    "shows the live bytes and the slope; otherwise a line every tenth of the run. --json\n"
+    "prints the summary and the verdict as one JSON object instead of the lines.\n"
     "--plant-leak BYTES/K allocates BYTES every K iterations and never frees them: a leak\n"
     "the verdict must catch (for testing).\n\n"
     "Exit status: 0 level, 1 growing (or an error), 2 a usage error or too few iterations\n"
@@ -153,28 +148,6 @@ static void progress(vram_monitor *m, uint64_t it, uint64_t n, uint64_t live, in
     fflush(stderr);
 }
 
-/* A pool snapshot into memory, for the report. */
-typedef struct membuf {
-    char *data;
-    size_t len, cap;
-} membuf;
-
-static int mem_write(void *ctx, const char *data, size_t len)
-{
-    membuf *b = ctx;
-    if (b->len + len > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 65536) + len;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return VRAM_EHOSTMEM;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return 0;
-}
-
 static int write_html(const char *html, const char *series, vram_pool *pool)
 {
     vram_report_opts ro;
@@ -185,12 +158,12 @@ static int write_html(const char *html, const char *series, vram_pool *pool)
     if (rc)
         return rc;
     rc = vram_report_add_file(r, series, NULL);
-    membuf b = {0};
+    vram_buffer b = {0};
     if (!rc)
-        rc = vram_pool_snapshot(pool, mem_write, &b, 0);
+        rc = vram_pool_snapshot(pool, vram_write_buffer, &b, 0);
     if (!rc)
         rc = vram_report_add_data(r, "snapshot at the end of the soak", b.data, b.len, NULL);
-    free(b.data);
+    vram_buffer_free(&b);
     if (!rc)
         rc = vram_report_write(r, html);
     vram_report_destroy(r);
@@ -199,120 +172,90 @@ static int write_html(const char *html, const char *series, vram_pool *pool)
 
 typedef struct soak_args {
     uint64_t iterations;
-    const char *trace, *csv, *jsonl, *html, *backend;
+    const char *workload, *trace, *csv, *jsonl, *html, *backend, *policy_name, *gpu, *leak;
     vram_policy policy;
-    int policy_given;
-    uint64_t capacity;
+    int policy_given, json;
+    uint64_t capacity, threshold_bytes, alert_hold;
     double warmup, confidence;
     double threshold; /* < 0: the configuration's */
-    uint32_t alert_hold;
-    const char *gpu;
     uint64_t leak_bytes, leak_every;
 } soak_args;
 
-static int parse_double(const char *opt, const char *v, double lo, double hi, double *out)
+/* BYTES/K of --plant-leak. */
+static int parse_leak(const char *v, soak_args *a)
 {
-    char *end;
-    double d = strtod(v, &end);
-    if (end == v || *end || !(d >= lo && d <= hi))
-        return cli_usage_error("soak", "%s %s must be a number from %g to %g", opt, v, lo, hi);
-    *out = d;
+    const char *slash = strchr(v, '/');
+    char bytes[64], *end;
+    if (!slash || (size_t)(slash - v) >= sizeof bytes)
+        return cli_usage_error("soak", "--plant-leak: \"%s\" is not BYTES/K", v);
+    memcpy(bytes, v, (size_t)(slash - v));
+    bytes[slash - v] = 0;
+    unsigned long long k = strtoull(slash + 1, &end, 10);
+    if (vram_size_parse(bytes, &a->leak_bytes) || !a->leak_bytes)
+        return cli_usage_error("soak", "--plant-leak: \"%s\": BYTES must be a size above 0", v);
+    if (*end || !slash[1] || slash[1] == '-' || k < 1)
+        return cli_usage_error("soak", "--plant-leak: \"%s\": K must be a whole number of at "
+                                       "least 1", v);
+    a->leak_every = k;
     return 0;
 }
 
 static int parse_args(int argc, char **argv, soak_args *a)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *v;
-#define VALUE(name)                                                                                \
-    if (!(v = cli_value("soak", argc, argv, &i, name)))                                            \
-        return 2;
-        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-            fputs(help, stdout);
-            return -1;
-        } else if (cli_is(s, "--iterations")) {
-            VALUE("--iterations");
-            char *end;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (*end || v[0] == '-' || n < 1 || n > 1000000000ull)
-                return cli_usage_error("soak", "--iterations %s must be 1 to 1000000000", v);
-            a->iterations = n;
-        } else if (cli_is(s, "--workload")) {
-            VALUE("--workload");
-            if (strncmp(v, "replay:", 7) != 0 || !v[7])
-                return cli_usage_error("soak", "unknown workload \"%s\": the workload is "
-                                       "replay:TRACE", v);
-            a->trace = v + 7;
-        } else if (cli_is(s, "--csv")) {
-            VALUE("--csv");
-            a->csv = v;
-        } else if (cli_is(s, "--jsonl")) {
-            VALUE("--jsonl");
-            a->jsonl = v;
-        } else if (cli_is(s, "--html")) {
-            VALUE("--html");
-            a->html = v;
-        } else if (cli_is(s, "--backend")) {
-            VALUE("--backend");
-            a->backend = v;
-        } else if (cli_is(s, "--gpu")) {
-            VALUE("--gpu");
-            a->gpu = v;
-        } else if (cli_is(s, "--policy")) {
-            VALUE("--policy");
-            if (vram_policy_parse(v, &a->policy))
-                return cli_usage_error("soak", "%s", vram_last_error());
-            a->policy_given = 1;
-        } else if (cli_is(s, "--capacity")) {
-            VALUE("--capacity");
-            if (vram_size_parse(v, &a->capacity))
-                return cli_usage_error("soak", "--capacity: %s", vram_last_error());
-        } else if (cli_is(s, "--warmup")) {
-            VALUE("--warmup");
-            if (parse_double("--warmup", v, 0, 0.95, &a->warmup))
-                return 2;
-        } else if (cli_is(s, "--confidence")) {
-            VALUE("--confidence");
-            if (parse_double("--confidence", v, 0, 1, &a->confidence))
-                return 2;
-        } else if (cli_is(s, "--threshold")) {
-            VALUE("--threshold");
-            uint64_t b;
-            if (vram_size_parse(v, &b))
-                return cli_usage_error("soak", "--threshold: %s", vram_last_error());
-            a->threshold = (double)b;
-        } else if (cli_is(s, "--alert-hold")) {
-            VALUE("--alert-hold");
-            char *end;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (end == v || *end || *v == '-' || n < 1 || n > 1000000)
-                return cli_usage_error("soak", "--alert-hold %s must be an integer from 1 to "
-                                               "1000000", v);
-            a->alert_hold = (uint32_t)n;
-        } else if (cli_is(s, "--plant-leak")) {
-            VALUE("--plant-leak");
-            const char *slash = strchr(v, '/');
-            char bytes[64];
-            char *end;
-            if (!slash || (size_t)(slash - v) >= sizeof bytes)
-                return cli_usage_error("soak", "--plant-leak %s: give BYTES/K", v);
-            memcpy(bytes, v, (size_t)(slash - v));
-            bytes[slash - v] = 0;
-            unsigned long long k = strtoull(slash + 1, &end, 10);
-            if (vram_size_parse(bytes, &a->leak_bytes) || !a->leak_bytes)
-                return cli_usage_error("soak", "--plant-leak %s: BYTES must be a size above 0", v);
-            if (*end || slash[1] == '-' || k < 1)
-                return cli_usage_error("soak", "--plant-leak %s: K must be an integer of at least 1",
-                                       v);
-            a->leak_every = k;
-        } else {
-            return cli_usage_error("soak", "unknown argument \"%s\"", s);
-        }
-#undef VALUE
-    }
-    if (!a->trace)
+    int threshold_given = 0;
+    const cli_opt opts[] = {
+        {"--workload", NULL, CLI_STRING, &a->workload, "replay:TRACE",
+         "what one iteration runs: replay the trace once"},
+        {"--iterations", NULL, CLI_UINT, &a->iterations, "N", "iterations (default 20000)", 1,
+         1e9},
+        {"--csv", NULL, CLI_STRING, &a->csv, "FILE", "write every sample as CSV"},
+        {"--jsonl", NULL, CLI_STRING, &a->jsonl, "FILE", "write every sample and alert as JSON "
+                                                         "Lines"},
+        {"--html", NULL, CLI_STRING, &a->html, "FILE", "write the report page of the soak"},
+        {"--policy", NULL, CLI_CHOICE, &a->policy_name, NULL, "the pool's placement policy", 0, 0,
+         CLI_POLICIES, &a->policy_given},
+        {"--backend", NULL, CLI_CHOICE, &a->backend, NULL, "where the bytes come from (default "
+                                                           "sim)", 0, 0, CLI_BACKENDS},
+        {"--capacity", NULL, CLI_SIZE, &a->capacity, "BYTES", "sim and host: the device's bytes",
+         4096},
+        {"--warmup", NULL, CLI_NUMBER, &a->warmup, "FRACTION",
+         "samples skipped before the verdict's window", 0, 0.95},
+        {"--threshold", NULL, CLI_SIZE, &a->threshold_bytes, "BYTES",
+         "growth per iteration that is a leak", 0, 0, NULL, &threshold_given},
+        {"--confidence", NULL, CLI_NUMBER, &a->confidence, "C",
+         "confidence the slope must reach for a leak", 0, 1},
+        {"--gpu", NULL, CLI_STRING, &a->gpu, "INDEX|PCI|none",
+         "the GPU read through NVML (default VRAM_MONITOR_GPU)"},
+        {"--alert-hold", NULL, CLI_UINT, &a->alert_hold, "N",
+         "samples in a row before an alert is lowered (default 10)", 1, 1e6},
+        {"--plant-leak", NULL, CLI_STRING, &a->leak, "BYTES/K",
+         "leak BYTES every K iterations (testing the verdict)"},
+        {"--json", NULL, CLI_FLAG, &a->json, NULL, "the summary and verdict as one JSON object"},
+        {0},
+    };
+    const cli_spec spec = {"soak", "", about, opts, 0, 0, NULL};
+    const char **args;
+    int n, st = cli_parse(&spec, argc, argv, &args, &n);
+    if (st)
+        return st;
+    free(args);
+    if (!a->workload)
         return cli_usage_error("soak", "no workload given (--workload replay:TRACE)");
-    return 0;
+    if (strncmp(a->workload, "replay:", 7) != 0 || !a->workload[7])
+        return cli_usage_error("soak", "--workload: unknown workload \"%s\": the workload is "
+                                       "replay:TRACE", a->workload);
+    a->trace = a->workload + 7;
+    if (a->policy_given)
+        vram_policy_parse(a->policy_name, &a->policy);
+    if (threshold_given)
+        a->threshold = (double)a->threshold_bytes;
+    int g;
+    const char *pci;
+    if (a->gpu && vram_gpu_parse(a->gpu, &g, &pci))
+        return cli_usage_error("soak", "--gpu: %s", vram_last_error());
+    if (a->gpu && g < VRAM_GPU_NONE)
+        return cli_usage_error("soak", "--gpu: the monitor reads one GPU, not \"%s\"", a->gpu);
+    return a->leak ? parse_leak(a->leak, a) : 0;
 }
 
 static int make_pool(const soak_args *a, vram_device *dev, vram_backend **b, vram_pool **pool)
@@ -362,7 +305,7 @@ static int monitor_opts(const soak_args *a, vram_monitor_opts *mo)
         mo->growth_confidence = a->confidence;
     if (a->threshold >= 0)
         mo->growth_bytes_per_iteration = a->threshold;
-    mo->hold_samples = a->alert_hold;
+    mo->hold_samples = (uint32_t)a->alert_hold;
     if (a->gpu && (rc = vram_gpu_parse(a->gpu, &mo->gpu, &mo->gpu_pci_bus_id)) != 0)
         return rc;
     return 0;
@@ -421,13 +364,79 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
            a->confidence, tr->samples, (unsigned long long)(total - tr->samples));
 }
 
+/* The same as one JSON object, for --json (slopes NaN become null). */
+static cJSON *summary_json(vram_monitor *m, const soak_args *a, const soak *c, double secs,
+                           const vram_trend *tr, uint64_t first_live, uint64_t last_live,
+                           uint64_t most_live)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    vram_pool_stats st;
+    int have_stats = vram_pool_stats_get(c->pool, &st) == 0;
+    cJSON_AddStringToObject(o, "workload", a->workload);
+    cJSON_AddNumberToObject(o, "iterations", (double)a->iterations);
+    cJSON_AddNumberToObject(o, "events_per_iteration", (double)c->t->n_events);
+    cJSON_AddStringToObject(o, "pool", "replay");
+    cJSON_AddStringToObject(o, "policy", vram_policy_name(vram_pool_policy(c->pool)));
+    cJSON_AddStringToObject(o, "backend", a->backend);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    cJSON *live = cJSON_AddObjectToObject(o, "live_bytes");
+    cJSON_AddNumberToObject(live, "first", (double)first_live);
+    cJSON_AddNumberToObject(live, "last", (double)last_live);
+    cJSON_AddNumberToObject(live, "most", (double)most_live);
+    if (have_stats) {
+        cJSON_AddNumberToObject(o, "peak_live_bytes", (double)st.peak_live_bytes);
+        cJSON_AddNumberToObject(o, "reserved_bytes", (double)st.reserved_bytes);
+    }
+    if (c->leak_every) {
+        cJSON *l = cJSON_AddObjectToObject(o, "planted_leak");
+        cJSON_AddNumberToObject(l, "size_bytes", (double)c->leak_bytes);
+        cJSON_AddNumberToObject(l, "every_iterations", (double)c->leak_every);
+        cJSON_AddNumberToObject(l, "blocks", (double)c->n_leaked);
+        cJSON_AddNumberToObject(l, "leaked_bytes", (double)(c->leak_bytes * c->n_leaked));
+    } else {
+        cJSON_AddNullToObject(o, "planted_leak");
+    }
+    cJSON_AddNumberToObject(o, "refused", (double)c->refused);
+    if (c->refused)
+        cJSON_AddStringToObject(o, "first_refusal", c->first_refusal);
+    cJSON *al = cJSON_AddObjectToObject(o, "alerts");
+    for (int t = 0; t < VRAM_ALERT_TYPE_COUNT; t++) {
+        cJSON *k = cJSON_AddObjectToObject(al, vram_alert_type_name((vram_alert_type)t));
+        for (int l = 0; l < VRAM_ALERT_LEVEL_COUNT; l++) {
+            uint64_t n = 0;
+            vram_monitor_alert_count(m, (vram_alert_type)t, (vram_alert_level)l, &n);
+            cJSON_AddNumberToObject(k, vram_alert_level_name((vram_alert_level)l), (double)n);
+        }
+    }
+    uint64_t total = 0;
+    vram_monitor_sample_count(m, &total, NULL);
+    int known = tr->samples >= 3 && !isnan(tr->slope_bytes_per_iteration);
+    cJSON *v = cJSON_AddObjectToObject(o, "verdict");
+    cJSON_AddStringToObject(v, "verdict", !known ? "none" : tr->growing ? "growing" : "level");
+    cJSON_AddBoolToObject(v, "growing", known && tr->growing);
+    cJSON_AddNumberToObject(v, "samples", tr->samples);
+    cJSON_AddNumberToObject(v, "warmup_samples", (double)(total - tr->samples));
+#define NUM_OR_NULL(key, x)                                                                        \
+    (isfinite(x) ? cJSON_AddNumberToObject(v, key, x) : cJSON_AddNullToObject(v, key))
+    NUM_OR_NULL("slope_bytes_per_iteration", tr->slope_bytes_per_iteration);
+    NUM_OR_NULL("slope_bytes_per_minute", tr->slope_bytes_per_s * 60.0);
+    NUM_OR_NULL("confidence", tr->confidence);
+    NUM_OR_NULL("t_statistic", tr->t_statistic);
+#undef NUM_OR_NULL
+    cJSON_AddNumberToObject(v, "threshold_bytes_per_iteration", a->threshold);
+    cJSON_AddNumberToObject(v, "required_confidence", a->confidence);
+    return o;
+}
+
 int cmd_soak(int argc, char **argv)
 {
     soak_args a = {.iterations = 20000, .backend = "sim", .warmup = -1, .confidence = -1,
                    .threshold = -1, .alert_hold = 10};
     int status = parse_args(argc, argv, &a);
     if (status)
-        return status < 0 ? 0 : status;
+        return status == CLI_HELP ? 0 : status;
     vram_monitor_opts mo;
     int rc = monitor_opts(&a, &mo);
     if (rc)
@@ -448,6 +457,7 @@ int cmd_soak(int argc, char **argv)
     }
 
     vram_trace *trace = NULL;
+    cJSON *json = NULL;
     soak c = {0};
     vram_device *dev = NULL;
     vram_backend *backend = NULL;
@@ -516,7 +526,10 @@ int cmd_soak(int argc, char **argv)
     vram_trend tr;
     if ((rc = vram_monitor_trend(m, "replay", &tr)) != 0)
         goto out;
-    summary(m, &a, &c, secs, &tr, first_live, last_live, most_live);
+    if (a.json)
+        json = summary_json(m, &a, &c, secs, &tr, first_live, last_live, most_live);
+    else
+        summary(m, &a, &c, secs, &tr, first_live, last_live, most_live);
     fflush(stdout);
     status = tr.growing ? 1 : tr.samples < 3 || isnan(tr.slope_bytes_per_iteration) ? 2 : 0;
     if (a.html) {
@@ -526,8 +539,15 @@ int cmd_soak(int argc, char **argv)
         m = NULL;
         if (!rc)
             rc = write_html(a.html, a.jsonl ? a.jsonl : tmp_series, c.pool);
-        if (!rc)
+        if (!rc && !a.json)
             printf("report: %s\n", a.html);
+    }
+    if (!rc && a.json) {
+        if (a.html)
+            cJSON_AddStringToObject(json, "report", a.html);
+        if (cli_print_json(json) && !status)
+            status = 1;
+        json = NULL;
     }
 
 out:
@@ -562,5 +582,6 @@ out:
     vram_trace_free(trace);
     if (tmp_series[0])
         unlink(tmp_series);
+    cJSON_Delete(json);
     return rc ? 1 : status;
 }

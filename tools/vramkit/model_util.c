@@ -1,6 +1,7 @@
 /* tools/vramkit/model_util.c - helpers of the `vramkit model` commands (see
  * model_util.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,51 +13,22 @@
 
 void model_opts_init(model_opts *o)
 {
-    *o = (model_opts){.backend = "cpu", .batch = 1, .workspace = MODEL_DEFAULT_WORKSPACE};
+    vram_engine_opts eo;
+    vram_engine_opts_init(&eo); /* a malformed variable keeps its default */
+    *o = (model_opts){.backend = eo.executor, .batch = 1, .workspace = eo.workspace_limit,
+                      .tf32 = eo.tf32, .graph = eo.graphs};
 }
 
-int model_parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out)
+void model_note_batch(const char *cmd, const char *model, const model_opts *o,
+                      const vram_engine *e)
 {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || !*v || x < lo)
-        return cli_usage_error(cmd, "%s takes an integer >= %lld, not '%s'", opt, (long long)lo, v);
-    *out = x;
-    return 0;
-}
-
-int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *o, int *status)
-{
-    const char *a = argv[*i], *v;
-    *status = 0;
-    if (!strcmp(a, "--tf32") || !strcmp(a, "--graph")) {
-        *(!strcmp(a, "--tf32") ? &o->tf32 : &o->graph) = 1;
-        return 1;
-    }
-    if (cli_is(a, "--backend")) {
-        if (!(v = cli_value(cmd, argc, argv, i, "--backend")))
-            *status = 2;
-        else if (strcmp(v, "cpu") && strcmp(v, "cuda"))
-            *status = cli_usage_error(cmd, "--backend takes cpu or cuda, not '%s'", v);
-        else
-            o->backend = v;
-        return 1;
-    }
-    if (cli_is(a, "--batch")) {
-        v = cli_value(cmd, argc, argv, i, "--batch");
-        *status = v ? model_parse_i64(cmd, "--batch", v, 1, &o->batch) : 2;
-        return 1;
-    }
-    if (cli_is(a, "--workspace")) {
-        if (!(v = cli_value(cmd, argc, argv, i, "--workspace")))
-            *status = 2;
-        else if (vram_size_parse(v, &o->workspace) || o->workspace == MODEL_DEFAULT_WORKSPACE)
-            *status = cli_usage_error(cmd, "--workspace takes a size (e.g. 0, 16M, 1G), not '%s'",
-                                      v);
-        return 1;
-    }
-    return 0;
+    vram_engine_info in;
+    if (!o->batch_given || vram_engine_info_get(e, &in) || in.batch_symbolic ||
+        (uint64_t)in.batch == o->batch)
+        return;
+    fprintf(stderr, "vramkit %s: %s has a fixed batch of %lld (its inputs say so): --batch %llu "
+                    "does not change it\n",
+            cmd, model, (long long)in.batch, (unsigned long long)o->batch);
 }
 
 int model_check_opts(const char *cmd, const model_opts *o)
@@ -72,7 +44,7 @@ int model_load(const char *path, const model_opts *mo, vram_engine **e)
     vram_engine_opts o;
     vram_engine_opts_init(&o);
     o.executor = mo->backend;
-    o.batch = mo->batch;
+    o.batch = (int64_t)mo->batch;
     o.workspace_limit = mo->workspace;
     o.tf32 = mo->tf32;
     o.graphs = mo->graph;

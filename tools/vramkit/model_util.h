@@ -17,26 +17,37 @@
 /* The engine options the commands share. */
 typedef struct model_opts {
     const char *backend; /* executor: "cpu" or "cuda" */
-    int64_t batch;
+    uint64_t batch;
+    int batch_given;
     uint64_t workspace;  /* MODEL_DEFAULT_WORKSPACE: the executor's */
     int tf32, graph;
 } model_opts;
 
+/* The defaults of vram_engine_opts_init (VRAM_ENGINE_* and the library's). */
 void model_opts_init(model_opts *o);
 
-/* opt's value v as an integer >= lo into *out: 0, or 2 with the usage
- * message printed. */
-int model_parse_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t *out);
+/* The option table entries of the shared options, for a command's table. */
+#define MODEL_CLI_OPTS(mo)                                                                        \
+    {"--backend", NULL, CLI_CHOICE, &(mo)->backend, NULL,                                        \
+     "the executor: cpu (the reference) or cuda (default VRAM_ENGINE_EXECUTOR)", 0, 0,          \
+     "cpu|cuda"},                                                                                \
+        {"--batch", NULL, CLI_UINT, &(mo)->batch, "N",                                           \
+         "the largest batch, for inputs whose batch is symbolic (default 1)", 1, 1 << 20, NULL, \
+         &(mo)->batch_given},                                                                    \
+        {"--workspace", NULL, CLI_SIZE, &(mo)->workspace, "SIZE",                                \
+         "scratch per execution context for the convolutions (default: cpu 256K, cuda 64M)", 0, \
+         (double)(1ull << 50)},                                                                  \
+        {"--tf32", NULL, CLI_FLAG, &(mo)->tf32, NULL,                                            \
+         "cuda: let cuDNN and cuBLAS use TF32 tensor cores"}
 
-/* If argv[*i] is a shared option (--backend cpu|cuda, --batch N, --workspace
- * SIZE, --tf32, --graph), take it and its value into o and return 1 (with
- * *status 2 and the usage message printed if the value is bad); 0 if it is
- * not one of them. */
-int model_parse_opt(const char *cmd, int argc, char **argv, int *i, model_opts *o, int *status);
-
-/* Options that only make sense together: VRAM_EINVAL-like usage error
- * printed and 2 returned, else 0. */
+/* Options that only make sense together: a usage error printed and 2
+ * returned, else 0. */
 int model_check_opts(const char *cmd, const model_opts *o);
+
+/* Warn on stderr when --batch asked for a batch a fixed-batch model does
+ * not have. */
+void model_note_batch(const char *cmd, const char *model, const model_opts *o,
+                      const vram_engine *e);
 
 /* Load `path` with the options. Errors as vram_engine_load. */
 int model_load(const char *path, const model_opts *o, vram_engine **e);

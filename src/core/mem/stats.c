@@ -154,7 +154,7 @@ static void stats_json(vram__json *j, const vram_pool_stats *s)
         else
             vram__json_str(j, "le_bytes", "+Inf");
         vram__json_u64(j, "allocs", s->hist_allocs[i]);
-        vram__json_u64(j, "live", s->hist_live[i]);
+        vram__json_u64(j, "live_blocks", s->hist_live[i]);
         vram__json_end(j);
     }
     vram__json_end(j);
