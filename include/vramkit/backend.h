@@ -108,7 +108,8 @@ typedef struct vram_backend_stats {
 VRAM_API int vram_backend_opts_init(vram_backend_opts *opts);
 
 /* Create a built-in backend by its type's name ("sim", "host", "cuda",
- * "cuda_async", "vmm"; NULL is "sim"); opts may be NULL. VRAM_EINVAL for an
+ * "cuda_async", "vmm"; NULL: the one VRAM_BACKEND names, "sim" by default);
+ * opts may be NULL. VRAM_EINVAL for an
  * unknown name or bad options, VRAM_ENOSYS for a GPU backend where there is
  * no GPU or the library was built without CUDA. */
 VRAM_API int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);

@@ -455,6 +455,36 @@ static void test_create_validation(void **state)
     vram_config_reset();
 }
 
+/* A NULL name and a pool made without a backend take VRAM_BACKEND, GPU
+ * backends too: under vmm a pool is a vmm pool or an error, never the
+ * simulator. */
+static void test_configured_backend(void **state)
+{
+    (void)state;
+    vram_backend *b;
+    vram_pool *pool;
+    assert_int_equal(vram_config_set("backend", "host"), 0);
+    assert_int_equal(vram_backend_create(NULL, NULL, &b), 0);
+    assert_string_equal(vram_backend_name(b), "host");
+    assert_int_equal(vram_backend_destroy(b), 0);
+    vram_pool_opts po;
+    assert_int_equal(vram_pool_opts_init(&po), 0);
+    assert_int_equal(vram_pool_create(&po, &pool), 0);
+    assert_int_equal(vram_backend_type_of(vram_pool_backend(pool)), VRAM_BACKEND_TYPE_HOST);
+    assert_int_equal(vram_pool_destroy(pool), 0);
+
+    assert_int_equal(vram_config_set("backend", "vmm"), 0);
+    int rc = vram_pool_create(&po, &pool);
+    if (rc == 0) {
+        assert_int_equal(vram_backend_type_of(vram_pool_backend(pool)), VRAM_BACKEND_TYPE_VMM);
+        assert_int_equal(vram_pool_destroy(pool), 0);
+    } else {
+        assert_int_equal(rc, VRAM_ENOSYS);
+        assert_non_null(strstr(vram_last_error(), "vmm"));
+    }
+    vram_config_reset();
+}
+
 /* A custom table that counts what reaches it. */
 typedef struct fake {
     int destroyed;
@@ -758,6 +788,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_host_segments_and_capacity, clean_config,
                                         clean_config),
         cmocka_unit_test_setup_teardown(test_create_validation, clean_config, clean_config),
+        cmocka_unit_test_setup_teardown(test_configured_backend, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_create_custom, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_faulty_window, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_faulty_releasing_calls, clean_config, clean_config),

@@ -115,8 +115,15 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
     if (capacity < gran)
         return vram__fail(VRAM_EINVAL, "capacity %llu is smaller than the granularity %llu",
                           (unsigned long long)capacity, (unsigned long long)gran);
-    vram_backend_type type = VRAM_BACKEND_TYPE_SIM;
-    if (name && (rc = vram_backend_type_parse(name, &type)))
+    char configured[32];
+    if (!name) {
+        if ((rc = vram__config_choice_name("BACKEND", cfg->backend, configured,
+                                           sizeof configured)))
+            return rc;
+        name = configured;
+    }
+    vram_backend_type type;
+    if ((rc = vram_backend_type_parse(name, &type)))
         return rc;
     const vram_backend_ops *ops;
     void *self;

@@ -59,6 +59,30 @@ static int choice_index(const opt_desc *d, const char *value, int *out)
     return vram__fail(VRAM_EINVAL, "\"%s\" is not one of %s", value, d->choices);
 }
 
+static int find(const char *name, size_t *out);
+
+int vram__config_choice_name(const char *name, int index, char *buf, size_t cap)
+{
+    size_t i = 0;
+    int rc = find(name, &i);
+    if (rc)
+        return rc;
+    const char *p = descs[i].choices;
+    for (int k = 0; p && *p; k++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (k == index) {
+            if (len >= cap)
+                break;
+            memcpy(buf, p, len);
+            buf[len] = 0;
+            return 0;
+        }
+        p += len + (bar ? 1 : 0);
+    }
+    return vram__fail(VRAM_EINVAL, "option %s has no choice %d", name, index);
+}
+
 /* Parse `text` for option `i` and store it; nothing changes on error. */
 static int apply(size_t i, const char *text, vram_config_source src)
 {

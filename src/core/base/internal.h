@@ -71,6 +71,10 @@ char *vram__strdup(const char *s);
  * `arr` is unchanged and still owned by the caller). */
 void *vram__grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first);
 
+/* The name of choice `index` of CHOICE option `name` ("BACKEND", 2 ->
+ * "cuda") into buf (cap bytes). VRAM_EINVAL for an unknown option or index. */
+int vram__config_choice_name(const char *name, int index, char *buf, size_t cap);
+
 /* Forget every override and re-read the environment (a test hook). */
 void vram_config_reset(void);
 

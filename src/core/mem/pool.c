@@ -186,8 +186,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     if (!rc && opts->backend) {
         p->backend = opts->backend;
     } else if (!rc) {
-        const vram_config *c = vram_config_get();
-        rc = vram_backend_create(c->backend == 1 ? "host" : "sim", NULL, &p->backend);
+        rc = vram_backend_create(NULL, NULL, &p->backend);
         p->owns_backend = !rc;
     }
     if (rc) {
