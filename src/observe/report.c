@@ -25,126 +25,39 @@
 
 int vram__rsrc_line(vram__rsrc *s, const char **text, size_t *len)
 {
-    size_t n = 0;
-    if (!s->gz) {
-        if (s->pos >= s->len)
-            return 0;
-        const char *start = s->mem + s->pos;
-        const char *nl = memchr(start, '\n', s->len - s->pos);
-        n = nl ? (size_t)(nl - start) : s->len - s->pos;
-        s->pos += n + (nl ? 1 : 0);
-        if (n > VRAM__REPORT_MAX_LINE)
-            return vram__fail(VRAM_EPARSE, "%s:%u: line longer than %u MiB", s->name,
-                              s->line + 1, VRAM__REPORT_MAX_LINE >> 20);
-        *text = start;
-    } else {
-        /* gzgets until the line's end; the buffer grows as needed. */
-        for (;;) {
-            if (s->cap - n < 2) {
-                if (s->cap >= VRAM__REPORT_MAX_LINE)
-                    return vram__fail(VRAM_EPARSE, "%s:%u: line longer than %u MiB", s->name,
-                                      s->line + 1, VRAM__REPORT_MAX_LINE >> 20);
-                size_t cap = s->cap ? s->cap * 2 : 4096;
-                char *b = vram__realloc_array(s->buf, cap, 1);
-                if (!b)
-                    return VRAM_EHOSTMEM;
-                s->buf = b;
-                s->cap = cap;
-            }
-            int want = (int)((s->cap - n) > (1u << 30) ? (1u << 30) : (s->cap - n));
-            if (!gzgets(s->gz, s->buf + n, want)) {
-                int err;
-                const char *msg = gzerror(s->gz, &err);
-                if (err != Z_OK && err != Z_BUF_ERROR)
-                    return vram__fail(VRAM_EIO, "%s:%u: cannot read: %s", s->name, s->line + 1,
-                                      err == Z_ERRNO ? strerror(errno) : msg);
-                if (n == 0)
-                    return 0;
-                break;
-            }
-            size_t got = strlen(s->buf + n);
-            if (got == 0 && gzeof(s->gz)) /* a 0 byte in the data reads as an empty string */
-                break;
-            n += got;
-            if (n && s->buf[n - 1] == '\n') {
-                n--;
-                break;
-            }
-            if (gzeof(s->gz))
-                break;
-            if (got == 0)
-                return vram__fail(VRAM_EPARSE, "%s:%u: a 0 byte in the text", s->name,
-                                  s->line + 1);
-        }
-        *text = s->buf;
-    }
-    if (n && (*text)[n - 1] == '\r')
+    if (s->pos >= s->len)
+        return 0;
+    const char *start = s->mem + s->pos;
+    const char *nl = memchr(start, '\n', s->len - s->pos);
+    size_t n = nl ? (size_t)(nl - start) : s->len - s->pos;
+    s->pos += n + (nl ? 1 : 0);
+    if (n > VRAM__REPORT_MAX_LINE)
+        return vram__fail(VRAM_EPARSE, "%s:%u: line longer than %u MiB", s->name, s->line + 1,
+                          VRAM__REPORT_MAX_LINE >> 20);
+    *text = start;
+    if (n && start[n - 1] == '\r')
         n--;
     s->line++;
     *len = n;
     return 1;
 }
 
-int vram__rsrc_rewind(vram__rsrc *s)
+void vram__rsrc_rewind(vram__rsrc *s)
 {
     s->line = 0;
     s->pos = 0;
-    if (s->gz && gzrewind(s->gz) != 0)
-        return vram__fail(VRAM_EIO, "%s: cannot read it again from the start", s->name);
-    return 0;
 }
 
 int vram__rsrc_all(vram__rsrc *s, char **out, size_t *len)
 {
-    *out = NULL;
-    *len = 0;
-    int rc = vram__rsrc_rewind(s);
-    if (rc)
-        return rc;
-    if (!s->gz) {
-        char *b = vram__realloc_array(NULL, s->len + 1, 1);
-        if (!b)
-            return VRAM_EHOSTMEM;
-        memcpy(b, s->mem, s->len);
-        b[s->len] = '\0';
-        *out = b;
-        *len = s->len;
-        return 0;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *b = vram__realloc_array(NULL, cap, 1);
+    vram__rsrc_rewind(s);
+    char *b = vram__realloc_array(NULL, s->len + 1, 1);
+    *out = b;
+    *len = b ? s->len : 0;
     if (!b)
         return VRAM_EHOSTMEM;
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap > ((size_t)1 << 34)) {
-                free(b);
-                return vram__fail(VRAM_EPARSE, "%s: larger than 16 GiB", s->name);
-            }
-            char *nb = vram__realloc_array(b, cap * 2, 1);
-            if (!nb) {
-                free(b);
-                return VRAM_EHOSTMEM;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t want = cap - n - 1;
-        int got = gzread(s->gz, b + n, (unsigned)(want > (1u << 30) ? (1u << 30) : want));
-        if (got < 0) {
-            int err;
-            const char *msg = gzerror(s->gz, &err);
-            free(b);
-            return vram__fail(VRAM_EIO, "%s: cannot read: %s", s->name,
-                              err == Z_ERRNO ? strerror(errno) : msg);
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    b[n] = '\0';
-    *out = b;
-    *len = n;
+    memcpy(b, s->mem, s->len);
+    b[s->len] = '\0';
     return 0;
 }
 
@@ -679,8 +592,7 @@ static int add_source(vram_report *r, vram__rsrc *s, vram_report_input_info *inf
                           "OOM report", s->name);
     if (l == LOOKS_UNKNOWN)
         return unknown_input(s);
-    if ((rc = vram__rsrc_rewind(s)))
-        return rc;
+    vram__rsrc_rewind(s);
     cJSON *item = NULL;
     const char *array;
     if (l == LOOKS_JSON) {
@@ -728,20 +640,14 @@ int vram_report_add_file(vram_report *r, const char *path, vram_report_input_inf
 {
     if (!r || !path)
         return vram__fail(VRAM_EINVAL, "vram_report_add_file: report and path are required");
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return vram__fail(VRAM_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return vram__fail(VRAM_EIO, "%s is a directory, not a file", path);
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return vram__fail(VRAM_EIO, "cannot open %s: %s", path, errno ? strerror(errno)
-                                                                     : "out of memory");
-    gzbuffer(gz, 1 << 16);
-    vram__rsrc s = {.name = path, .gz = gz};
-    int rc = add_source(r, &s, info);
-    free(s.buf);
-    gzclose(gz);
+    char *text;
+    size_t len;
+    int rc = vram__read_gz_file(path, "", VRAM__REPORT_MAX_INPUT, &text, &len);
+    if (rc)
+        return rc;
+    vram__rsrc s = {.name = path, .mem = text, .len = len};
+    rc = add_source(r, &s, info);
+    free(text);
     return rc;
 }
 

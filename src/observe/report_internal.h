@@ -9,35 +9,33 @@
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
-#include <zlib.h>
 
 #include "base/internal.h"
 #include "vramkit/report.h"
 
-/* ---- input: lines of a file (plain or gzip, through zlib) or a buffer ---- */
+/* ---- input: the lines of a buffer (a file is read whole first, plain or
+ * gzip, by the core's reader) ---- */
 
 typedef struct vram__rsrc {
     const char *name;   /* in messages */
-    gzFile gz;          /* a file, or NULL for a buffer */
     const char *mem;    /* the buffer */
     size_t len, pos;
-    char *buf;          /* the current line (files) */
-    size_t cap;
     uint32_t line;      /* number of the line last returned (1-based) */
 } vram__rsrc;
 
 /* Longest line read (a sample of a pool with many owners is long, but not
- * this long). */
+ * this long), and the largest input once decompressed. */
 #define VRAM__REPORT_MAX_LINE (64u << 20)
+#define VRAM__REPORT_MAX_INPUT ((uint64_t)16 << 30)
 
 /* The next line without its end ("\n" or "\r\n"), *len bytes at *text (not
- * terminated for buffers). Returns 1 for a line, 0 at the end, or a negative
- * code (VRAM_EIO, VRAM_EPARSE for a line over the limit). */
+ * terminated). Returns 1 for a line, 0 at the end, or VRAM_EPARSE for a
+ * line over the limit. */
 int vram__rsrc_line(vram__rsrc *s, const char **text, size_t *len);
 /* Back to the start (line 0). */
-int vram__rsrc_rewind(vram__rsrc *s);
-/* Everything from the start, in a malloc'd buffer terminated by a 0 byte
- * that *len does not count. */
+void vram__rsrc_rewind(vram__rsrc *s);
+/* Everything, in a malloc'd buffer terminated by a 0 byte that *len does
+ * not count. */
 int vram__rsrc_all(vram__rsrc *s, char **out, size_t *len);
 
 /* ---- checked JSON access ---- */

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "vramkit.h"
 
@@ -675,6 +676,42 @@ static void page_escapes_and_writes_atomically(void **state)
     vram_report_destroy(r);
 }
 
+/* Files are read plain or gzip through the core's reader: a whole gzip
+ * series reads as its plain text does, one cut short is refused as
+ * truncated (it used to read as the samples up to the cut). */
+static void gzip_inputs(void **state)
+{
+    (void)state;
+    vram_buffer jl = {0};
+    make_series(&jl, NULL, 400, -1, 0);
+    char dir[] = "/tmp/vram-report-gz-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/s.jsonl.gz", dir);
+    gzFile gz = gzopen(path, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, jl.data, (unsigned)jl.len), (int)jl.len);
+    assert_int_equal(gzclose(gz), Z_OK);
+
+    vram_report *r = new_report(0, 0);
+    vram_report_input_info info;
+    assert_int_equal(vram_report_add_file(r, path, &info), 0);
+    assert_int_equal(info.type, VRAM_REPORT_SERIES_JSONL);
+    assert_non_null(strstr(info.summary, "400 samples"));
+    vram_report_destroy(r);
+
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(truncate(path, st.st_size / 2), 0);
+    r = new_report(0, 0);
+    assert_int_equal(vram_report_add_file(r, path, &info), VRAM_EIO);
+    assert_non_null(strstr(vram_last_error(), "s.jsonl.gz: the gzip data is truncated"));
+    vram_report_destroy(r);
+    unlink(path);
+    rmdir(dir);
+    vram_buffer_free(&jl);
+}
+
 static void options_and_arguments(void **state)
 {
     (void)state;
@@ -709,6 +746,7 @@ int main(void)
         cmocka_unit_test(recognised_by_content),
         cmocka_unit_test(malformed_inputs),
         cmocka_unit_test(page_escapes_and_writes_atomically),
+        cmocka_unit_test(gzip_inputs),
         cmocka_unit_test(options_and_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,6 +64,13 @@ void *vram__realloc_array(void *ptr, size_t n, size_t size);
  * <what>: <strerror>", VRAM_EHOSTMEM. */
 int vram__read_file(const char *path, const char *what, void **buf, size_t *len);
 char *vram__strdup(const char *s);
+/* Read the whole file at `path`, plain or gzip (decompressed as it is
+ * read), into a malloc'd buffer terminated by a 0 byte that *len does not
+ * count (free it). Errors (VRAM_EIO: cannot open, a directory, a read
+ * error, gzip data cut short, more than max_bytes once decompressed;
+ * VRAM_EHOSTMEM) name the file as `what` followed by the path ("trace "). */
+int vram__read_gz_file(const char *path, const char *what, uint64_t max_bytes, char **buf,
+                       size_t *len);
 
 /* Make room for one more element in a growable array (`arr`, with *cap
  * elements allocated, n used): doubles the capacity, starting at `first`.

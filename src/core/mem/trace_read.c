@@ -8,10 +8,8 @@
  * first out, so a new slot is created only when every existing one is live:
  * n_slots is the most blocks live at once), and tracks live requested bytes
  * for peak_live_bytes. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "base/internal.h"
 #include "base/u64map.h"
@@ -515,59 +513,9 @@ int vram_trace_read(const char *path, vram_trace **out)
     if (!path || !*path)
         return vram__fail(VRAM_EINVAL, "vram_trace_read: no path");
 
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return vram__fail(errno == ENOMEM ? VRAM_EHOSTMEM : VRAM_EIO, "cannot open trace %s: %s",
-                          path, errno ? strerror(errno) : "out of memory");
-    gzbuffer(gz, 256 * 1024);
-
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        /* Grow by doubling up to one byte past the limit, so that reaching
-         * len > TRACE_MAX_BYTES is what detects a file too large. */
-        if (cap - len < 65536 && cap <= (size_t)TRACE_MAX_BYTES) {
-            size_t ncap = cap ? cap * 2 : (size_t)1 << 20;
-            if (ncap > (size_t)TRACE_MAX_BYTES + 1)
-                ncap = (size_t)TRACE_MAX_BYTES + 1;
-            char *nb = vram__realloc_array(buf, ncap, 1);
-            if (!nb) {
-                rc = VRAM_EHOSTMEM;
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t want = cap - len;
-        if (want > (1u << 30))
-            want = 1u << 30;
-        int n = gzread(gz, buf + len, (unsigned)want);
-        if (n < 0) {
-            int zerr = 0;
-            const char *msg = gzerror(gz, &zerr);
-            rc = vram__fail(VRAM_EIO, "cannot read trace %s: %s", path,
-                            zerr == Z_ERRNO ? strerror(errno) : msg);
-            break;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > (size_t)TRACE_MAX_BYTES) {
-            char lim[32];
-            rc = vram__fail(VRAM_EIO,
-                            "trace %s is larger than %s once decompressed; refusing to read it",
-                            path, vram__fmt_bytes(lim, sizeof lim, (uint64_t)TRACE_MAX_BYTES));
-            break;
-        }
-    }
-    /* A gzip stream cut short reads as data up to the cut; gzclose_r says so. */
-    int zc = gzclose_r(gz);
-    if (!rc && zc == Z_BUF_ERROR)
-        rc = vram__fail(VRAM_EIO, "cannot read trace %s: the gzip data is truncated", path);
-    else if (!rc && zc != Z_OK)
-        rc = vram__fail(VRAM_EIO, "cannot read trace %s: closing failed (zlib error %d)", path, zc);
+    char *buf;
+    size_t len;
+    int rc = vram__read_gz_file(path, "trace ", TRACE_MAX_BYTES, &buf, &len);
     if (!rc)
         rc = vram_trace_parse(buf, len, path, out);
     free(buf);
