@@ -1,20 +1,27 @@
 # vramkit: a small Makefile over CMake.
-#   make deps   install the Debian packages the project needs (only missing ones)
+#   make deps   install the Debian packages building and running need (only missing ones)
+#   make deps-test  those and the packages the tests need (make test runs it)
 #   make        configure and build into build/
 #   make run    the main job: replay the sample traces under every policy
 #   make test   every CPU test: unit/integration, ASan+UBSan, TSan, fuzzers
+#   make install  the libraries, headers, CLI, man page, pkg-config and CMake
+#               files under PREFIX (default /usr/local), staged under DESTDIR
 #   make bench  benchmarks (bench/results/)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps build run test test-unit test-asan test-tsan test-fuzz bench clean
+.PHONY: all deps deps-test build run test install bench clean
 
 all: build
 
 deps:
-	@bash scripts/deps.sh
+	@bash scripts/deps.sh run
+
+deps-test:
+	@bash scripts/deps.sh test
 
 build:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
@@ -24,8 +31,12 @@ run: deps build
 	./$(BUILD)/vramkit replay --policy vmm data/traces/*.csv.gz
 	./$(BUILD)/vramkit replay --policy segments data/traces/*.csv.gz
 
-test: deps build
+test: deps-test build
 	bash scripts/test.sh $(BUILD) $(FUZZ_SECONDS)
+
+# DESTDIR is read from the environment or the command line by cmake --install.
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: deps build
 	./$(BUILD)/bench_replay --out bench/results/replay.md \

@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
-# scripts/deps.sh - install the Debian packages vramkit needs, only those
-# missing (idempotent). Runs as root (CI) or through sudo.
+# scripts/deps.sh [run|test] - install the Debian packages vramkit needs,
+# only those missing (idempotent). "run" (the default): what building it and
+# `make run` need; "test": those and what the tests add (make deps-test).
+# Runs as root (CI) or through sudo.
 set -euo pipefail
+set_name=${1:-run}
 
 packages=(
-  build-essential   # gcc, make: the C11 library and CLI
+  build-essential   # gcc, make: the C11 libraries and the CLI
   cmake             # the build underneath the Makefile
-  pkg-config
-  python3           # CLI tests read JSON output
-  zlib1g-dev        # gzip traces
-  libcjson-dev      # JSON: snapshots, statistics, replay output
+  pkg-config        # finding the libraries below; the installed .pc files
+  zlib1g-dev        # core: gzip traces
+  libcjson-dev      # observe and the CLI: reading and writing JSON
+  protobuf-c-compiler # engine: protoc-c makes C code for the ONNX subset it reads
+  libprotobuf-c-dev # engine: the protobuf-c runtime, decoding ONNX models
+  libmicrohttpd-dev # observe: the metrics server (/metrics, /snapshot, /healthz)
+  nodejs            # the build: uPlot (npm) for the report page
+)
+test_packages=(
+  python3           # tests read JSON output and make ONNX models
   libcmocka-dev     # unit and integration tests
   clang             # libFuzzer targets
   libclang-rt-14-dev # sanitizer and libFuzzer runtimes for clang
-  protobuf-c-compiler # protoc-c: C code for the ONNX subset the engine reads
-  libprotobuf-c-dev # protobuf-c runtime: decoding ONNX models
-  python3-onnx      # tests: generating ONNX models of every supported operator
-  python3-numpy     # tests: .npy files for the models' inputs and outputs
-  nodejs            # tests: ONNX Runtime (npm onnxruntime-node), the reference;
-                    # the build: uPlot (npm) for the report page
-  chromium          # tests: the report page opened headless (npm playwright-core)
-  libmicrohttpd-dev # the metrics server: /metrics, /snapshot, /healthz over HTTP
-  prometheus        # tests: promtool check metrics validates the exposition
+  python3-onnx      # generating ONNX models of every supported operator
+  python3-numpy     # .npy files for the models' inputs and outputs
+  chromium          # the report page opened headless (npm playwright-core)
+  prometheus        # promtool check metrics validates the exposition
 )
+case "$set_name" in
+  run) ;;
+  test) packages+=("${test_packages[@]}") ;;
+  *) echo "deps: unknown set \"$set_name\" (run or test)" >&2; exit 2 ;;
+esac
 # npm comes with some nodejs builds (NodeSource's) and conflicts with
 # Debian's npm package there: ask for it only where the command is missing.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -34,7 +43,7 @@ for p in "${packages[@]}"; do
   fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#packages[@]} packages present"
+  echo "deps ($set_name): all ${#packages[@]} packages present"
   exit 0
 fi
 echo "deps: installing ${missing[*]}"
