@@ -13,7 +13,7 @@ install(FILES include/vramkit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 file(GLOB VRAM_PUBLIC_HEADERS CONFIGURE_DEPENDS include/vramkit/*.h)
 install(FILES ${VRAM_PUBLIC_HEADERS} ${VRAM_GEN_DIR}/include/vramkit/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vramkit)
-install(FILES docs/vramkit.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${CMAKE_BINARY_DIR}/vramkit.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 
 install(EXPORT vramkitTargets NAMESPACE vramkit:: DESTINATION ${VRAM_CMAKE_DIR})
 include(CMakePackageConfigHelpers)
@@ -26,7 +26,13 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vramkitConfig.cmake
         ${CMAKE_CURRENT_BINARY_DIR}/vramkitConfigVersion.cmake DESTINATION ${VRAM_CMAKE_DIR})
 
 # pkg-config: vramkit-core, vramkit-observe (Requires vramkit-core) and
-# vramkit-engine (the same); the private libraries are listed for --static.
+# vramkit-engine (the same). Only the shared libraries are installed and
+# the public headers include no header of another package, so the files
+# list no private dependencies. The prefix is found from the file's own place
+# (${pcfiledir}), so an installed tree can move, or sit under DESTDIR, and
+# still be found with PKG_CONFIG_PATH.
+file(RELATIVE_PATH VRAM_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" VRAM_PC_TO_PREFIX "${VRAM_PC_TO_PREFIX}")
 foreach(lib core observe engine)
   configure_file(cmake/vramkit-${lib}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/vramkit-${lib}.pc @ONLY)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vramkit-${lib}.pc
