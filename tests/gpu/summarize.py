@@ -39,6 +39,11 @@ if ctest or san:
             print("- " + line.strip())
     print()
 
+def allocator(r):
+    """backend/policy or the driver's allocator (files before 0.2 called it policy)"""
+    return r.get("allocator", r.get("policy"))
+
+
 rows = jsonl("replay_gpu.jsonl")
 if rows:
     print("## Trace replay on real device memory\n")
@@ -51,7 +56,7 @@ if rows:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print("| %s | %s | %.1f | %.1f | %.3f | %.3f | %s | %.0f | %.0f |" % (
-            os.path.basename(r["trace"]).replace(".csv.gz", ""), r["policy"],
+            os.path.basename(r["trace"]).replace(".csv.gz", ""), allocator(r),
             r["peak_live_bytes"] / MiB, r["peak_reserved_bytes"] / MiB, r["reserved_ratio"],
             r.get("driver_ratio", 0), r.get("backend_calls", ""), r["ns_per_op"],
             r.get("warm_ns_per_op", 0)))
@@ -59,7 +64,7 @@ if rows:
     shared = {"decoder_kv", "deeplab_dynamic", "resnet_dynamic", "retinanet_multistream4"}
     by = {}
     for r in rows:
-        by.setdefault(os.path.basename(r["trace"]).replace(".csv.gz", ""), {})[r["policy"]] = r
+        by.setdefault(os.path.basename(r["trace"]).replace(".csv.gz", ""), {})[allocator(r)] = r
     npass = nall = 0
     for t in sorted(by):
         v, a = by[t].get("vmm/vmm"), by[t].get("cudaMallocAsync")
