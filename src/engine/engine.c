@@ -287,6 +287,7 @@ static int build(vram_engine *e, vram__graph *model)
     int64_t fixed = vram__model_batch(model);
     if (fixed > 0)
         e->batch = fixed;
+    e->batch_symbolic = fixed == 0;
     unsigned char *folded = NULL;
     int rc = vram__graph_clone(model, &e->g);
     if (!rc) {
@@ -510,6 +511,6 @@ int vram_engine_info_get(const vram_engine *e, vram_engine_info *out)
                               .fused_batchnorms = e->fused_bn,
                               .steps = (unsigned)e->n_steps,
                               .batch = e->batch,
-                              .batch_symbolic = e->n_var > 1};
+                              .batch_symbolic = e->batch_symbolic};
     return 0;
 }

@@ -151,6 +151,7 @@ struct vram_engine {
     int tf32, graphs;   /* options the cuda executor reads */
     vram__graph g;
     int64_t batch;
+    int batch_symbolic; /* the model's batch is symbolic (not its file's number) */
     uint64_t alignment;
     vram_pool *pool;
     vram_backend *own_backend; /* with an own pool */

@@ -208,6 +208,15 @@ static void test_batch(void **state)
     vram_engine_info_get(big, &info);
     assert_int_equal(info.batch, 4);
     assert_true(info.batch_symbolic);
+    /* Loaded for batch 1, the model's batch is still symbolic. */
+    vram_engine_opts at1 = o;
+    at1.batch = 1;
+    vram_engine *small;
+    assert_int_equal(vram_engine_load(model("mixed_dynamic_batch_N"), &at1, &small), 0);
+    vram_engine_info_get(small, &info);
+    assert_int_equal(info.batch, 1);
+    assert_true(info.batch_symbolic);
+    assert_int_equal(vram_engine_destroy(small), 0);
     vram_exec *c;
     assert_int_equal(vram_exec_create(big, &c), 0);
     assert_int_equal(vram_exec_batch(c), 4);
