@@ -2,10 +2,15 @@
  * Lines or CSV) for the report page, downsampled as it is read.
  *
  * Every sample becomes a sparse row of values, one per column: per pool its
- * presence and six figures (live, peak live, reserved, pending bytes,
- * fragmentation, largest free block), one column per owner and per kind of
- * the pool, and the GPU's used and total bytes. Columns are made as names
- * first appear, so owners may come and go.
+ * presence and its figures (the pool fields of series_fields.h), one column
+ * per owner and per kind of the pool, and the GPU's used and total bytes.
+ * Columns are made as names first appear, so owners may come and go.
+ *
+ * A CSV's header is read by name: its columns may come in any order, each
+ * once, and every row has as many fields. An OPTIONAL pool field (such as
+ * pending_bytes, which the CSV of earlier versions lacks) may be absent,
+ * and then reads as never sampled (null on the page), as an empty field
+ * does; any other column missing, unknown or named twice is refused.
  *
  * Downsampling keeps the envelope: samples fall into buckets of `width`
  * consecutive samples, and a bucket keeps only its sample with the fewest
@@ -26,15 +31,21 @@
 #include <string.h>
 
 #include "report_internal.h"
+#include "series_fields.h"
 
 enum { COL_PRESENT, COL_METRIC, COL_OWNER, COL_KIND, COL_GPU_USED, COL_GPU_TOTAL, COL_CONTEXTS };
 
-static const char *const metric_names[] = {
-    "live_bytes",          "peak_live_bytes",    "reserved_bytes",
-    "pending_bytes",       "fragmentation_ratio", "largest_free_bytes",
-};
-#define N_METRICS 6
-enum { M_LIVE, M_PEAK, M_RESERVED, M_PENDING, M_FRAG, M_LARGEST };
+/* A pool's metrics are the series' pool fields: metric m is the field
+ * VRAM__SERIES_F_... == m, read with metric_flags[m]. */
+#define FIELD_NAME(name, kind, header) #name,
+static const char *const metric_names[] = {VRAM__SERIES_POOL_FIELDS(FIELD_NAME)};
+#define N_METRICS VRAM__SERIES_F_COUNT
+#define M_LIVE VRAM__SERIES_F_live_bytes
+#define READ_BYTES VRAM__RJ_BYTES
+#define READ_RATIO VRAM__RJ_NONNEG
+#define FIELD_FLAGS(name, kind, header) READ_##kind,
+static const int metric_flags[] = {VRAM__SERIES_POOL_FIELDS(FIELD_FLAGS)};
+#undef FIELD_FLAGS
 
 #define MAX_COLUMNS 65536u
 #define MAX_ALERTS 10000u
@@ -265,9 +276,7 @@ static int jsonl_pool(series *s, sample *x, vram__rj *c, const cJSON *p)
         return rc;
     for (int m = 0; m < N_METRICS; m++) {
         double v;
-        int flags = m == M_LIVE ? VRAM__RJ_REQUIRED | VRAM__RJ_BYTES
-                    : m == M_FRAG ? VRAM__RJ_NULLABLE | VRAM__RJ_NONNEG
-                                  : VRAM__RJ_NULLABLE | VRAM__RJ_BYTES;
+        int flags = (m == M_LIVE ? VRAM__RJ_REQUIRED : VRAM__RJ_NULLABLE) | metric_flags[m];
         if ((rc = vram__rj_num(c, p, metric_names[m], flags, &v)) < 0)
             return rc;
         if (rc && ((rc = column(s, COL_METRIC, m, pool, "", 0, &col_i)) ||
@@ -511,14 +520,38 @@ static int jsonl_read(series *s, vram__rsrc *src)
 
 /* ---- CSV ---- */
 
-static const char *const csv_columns[] = {
-    "time_s",         "elapsed_s",          "iteration",          "pool",           "owner",
-    "kind",           "live_bytes",         "peak_live_bytes",    "reserved_bytes", "fragmentation_ratio",
-    "largest_free_bytes", "gpu_used_bytes", "gpu_total_bytes",
+/* The columns a CSV may have: the sample's time, the row's pool, owner and
+ * kind, the pool fields (series_fields.h) and the GPU's. C_... is a column's
+ * index in csv_columns; its place in a file is the header's to say. */
+enum {
+    C_TIME, C_ELAPSED, C_ITER, C_POOL, C_OWNER, C_KIND,
+#define FIELD_COLUMN(name, kind, header) C_##name,
+    VRAM__SERIES_POOL_FIELDS(FIELD_COLUMN)
+#undef FIELD_COLUMN
+    C_GPU_USED, C_GPU_TOTAL,
+    CSV_N
 };
-#define CSV_N 13
-enum { C_TIME, C_ELAPSED, C_ITER, C_POOL, C_OWNER, C_KIND, C_LIVE, C_PEAK, C_RESERVED, C_FRAG,
-       C_LARGEST, C_GPU_USED, C_GPU_TOTAL };
+#define C_LIVE C_live_bytes
+
+static const char *const csv_columns[] = {
+    "time_s", "elapsed_s", "iteration", "pool", "owner", "kind",
+    VRAM__SERIES_POOL_FIELDS(FIELD_NAME) "gpu_used_bytes", "gpu_total_bytes",
+};
+#undef FIELD_NAME
+_Static_assert(VRAM__ARRAY_LEN(csv_columns) == CSV_N, "a name for every CSV column");
+
+/* The columns a header may lack: the OPTIONAL pool fields. */
+#define MAY_LACK_REQUIRED 0
+#define MAY_LACK_OPTIONAL 1
+#define FIELD_MAY_LACK(name, kind, header) [C_##name] = MAY_LACK_##header,
+static const unsigned char csv_may_lack[CSV_N] = {VRAM__SERIES_POOL_FIELDS(FIELD_MAY_LACK)};
+#undef FIELD_MAY_LACK
+
+/* Where the file has each column, from its header. */
+typedef struct csv_layout {
+    int at[CSV_N]; /* the column's place in a row (0-based); -1: absent */
+    int n;         /* the header's columns: every row has as many fields */
+} csv_layout;
 
 typedef struct field {
     const char *p; /* unquoted text (in the line, or in the unquote buffer) */
@@ -611,38 +644,104 @@ static int csv_num(const char *name, uint32_t line, const field *f, int which, i
     return 1;
 }
 
-static int csv_header(series *s, const char *t, size_t n, char *unq, field *f)
+/* Append text to a message being built in buf (cap bytes), cutting it short
+ * rather than overflowing. */
+static void msg_add(char *buf, size_t cap, size_t *k, const char *text)
+{
+    size_t n = strlen(text);
+    if (*k + n >= cap)
+        n = cap - 1 - *k;
+    memcpy(buf + *k, text, n);
+    *k += n;
+    buf[*k] = '\0';
+}
+
+/* What a header holds, for the messages: "the columns are time_s,... in
+ * any order, each once; pending_bytes may be absent". */
+static const char *csv_expected(char *buf, size_t cap)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    msg_add(buf, cap, &k, "the columns are ");
+    for (int c = 0; c < CSV_N; c++) {
+        msg_add(buf, cap, &k, c ? "," : "");
+        msg_add(buf, cap, &k, csv_columns[c]);
+    }
+    msg_add(buf, cap, &k, " in any order, each once");
+    for (int c = 0; c < CSV_N; c++)
+        if (csv_may_lack[c]) {
+            msg_add(buf, cap, &k, "; ");
+            msg_add(buf, cap, &k, csv_columns[c]);
+            msg_add(buf, cap, &k, " may be absent");
+        }
+    return buf;
+}
+
+/* The header maps the file's columns by name: every field names a known
+ * column, none twice, and every column is there but those csv_may_lack. */
+static int csv_header(series *s, const char *t, size_t n, char *unq, field *f, csv_layout *lay)
 {
     if (n >= 3 && memcmp(t, "\xEF\xBB\xBF", 3) == 0) {
         t += 3;
         n -= 3;
     }
-    int nf = csv_split(s->name, 1, t, n, unq, f, CSV_N);
+    /* f holds CSV_N + 1 fields: a longer header repeats a name or has an
+     * unknown one among them. */
+    int nf = csv_split(s->name, 1, t, n, unq, f, CSV_N + 1);
     if (nf < 0)
         return VRAM_EPARSE;
-    for (int i = 0; i < CSV_N && i < nf; i++) {
-        if (f[i].n != strlen(csv_columns[i]) || memcmp(f[i].p, csv_columns[i], f[i].n) != 0)
-            return vram__fail(VRAM_EPARSE,
-                              "%s:1: column %d of the header is \"%.*s\", expected \"%s\" (the "
-                              "header must be exactly time_s,elapsed_s,iteration,pool,owner,kind,"
-                              "live_bytes,peak_live_bytes,reserved_bytes,fragmentation_ratio,"
-                              "largest_free_bytes,gpu_used_bytes,gpu_total_bytes)",
-                              s->name, i + 1, (int)(f[i].n > 40 ? 40 : f[i].n), f[i].p,
-                              csv_columns[i]);
+    int kept = nf > CSV_N + 1 ? CSV_N + 1 : nf;
+    int bad = -1, bad_col = -1; /* the first field that is unknown or repeated */
+    for (int c = 0; c < CSV_N; c++)
+        lay->at[c] = -1;
+    for (int i = 0; i < kept; i++) {
+        int c = 0;
+        while (c < CSV_N &&
+               (f[i].n != strlen(csv_columns[c]) || memcmp(f[i].p, csv_columns[c], f[i].n) != 0))
+            c++;
+        if (c < CSV_N && lay->at[c] < 0) {
+            lay->at[c] = i;
+        } else if (bad < 0) {
+            bad = i;
+            bad_col = c;
+        }
     }
-    if (nf != CSV_N)
-        return vram__fail(VRAM_EPARSE, "%s:1: the header has %s%d columns, expected %d (%s)",
-                          s->name, nf > CSV_N ? "more than " : "", nf > CSV_N ? CSV_N : nf, CSV_N,
-                          nf > CSV_N ? "extra columns after gpu_total_bytes"
-                                     : "missing columns after the last one");
+    char missing[512], want[512];
+    size_t k = 0;
+    int n_missing = 0;
+    missing[0] = '\0';
+    for (int c = 0; c < CSV_N; c++) {
+        if (lay->at[c] >= 0 || csv_may_lack[c])
+            continue;
+        msg_add(missing, sizeof missing, &k, n_missing++ ? ", \"" : "\"");
+        msg_add(missing, sizeof missing, &k, csv_columns[c]);
+        msg_add(missing, sizeof missing, &k, "\"");
+    }
+    if (bad >= 0 && bad_col < CSV_N)
+        return vram__fail(VRAM_EPARSE,
+                          "%s:1: column %d of the header is \"%s\" again (as column %d; each "
+                          "column is named once)",
+                          s->name, bad + 1, csv_columns[bad_col], lay->at[bad_col] + 1);
+    /* An unknown name where a column or two is missing is likely one of
+     * them misspelt: say which. */
+    int hint = n_missing >= 1 && n_missing <= 3;
+    if (bad >= 0)
+        return vram__fail(VRAM_EPARSE, "%s:1: column %d of the header is \"%.*s\", %s%s (%s)",
+                          s->name, bad + 1, (int)(f[bad].n > 40 ? 40 : f[bad].n), f[bad].p,
+                          !hint            ? "not a column of the sample series"
+                          : n_missing == 1 ? "expected "
+                                           : "expected one of ",
+                          hint ? missing : "", csv_expected(want, sizeof want));
+    if (n_missing)
+        return vram__fail(VRAM_EPARSE, "%s:1: the header lacks the column%s %s (%s)", s->name,
+                          n_missing == 1 ? "" : "s", missing, csv_expected(want, sizeof want));
+    lay->n = nf;
     return 0;
 }
 
-static int csv_row(series *s, uint32_t line, field *f, int nf)
+/* One row, its fields by column (an absent column's empty). */
+static int csv_row(series *s, uint32_t line, const field *f)
 {
-    if (nf != CSV_N)
-        return vram__fail(VRAM_EPARSE, "%s:%u: %s%d fields, expected %d", s->name, line,
-                          nf > CSV_N ? "more than " : "", nf > CSV_N ? CSV_N : nf, CSV_N);
     for (int i = 0; i < CSV_N; i++)
         if (memchr(f[i].p, '\0', f[i].n))
             return vram__fail(VRAM_EPARSE, "%s:%u: %s holds a 0 byte", s->name, line,
@@ -712,17 +811,20 @@ static int csv_row(series *s, uint32_t line, field *f, int nf)
         (rc = sample_set(x, ci, live)))
         return rc;
     x->key += live;
+    /* The pool fields (live_bytes, required, is read above), then the GPU's
+     * columns (metric -1 and -2); an empty field is not sampled. */
     static const struct {
         int field, metric, flags;
     } opt[] = {
-        {C_PEAK, M_PEAK, VRAM__RJ_BYTES},
-        {C_RESERVED, M_RESERVED, VRAM__RJ_BYTES},
-        {C_FRAG, M_FRAG, VRAM__RJ_NONNEG},
-        {C_LARGEST, M_LARGEST, VRAM__RJ_BYTES},
+#define FIELD_OPT(name, kind, header) {C_##name, VRAM__SERIES_F_##name, READ_##kind},
+        VRAM__SERIES_POOL_FIELDS(FIELD_OPT)
+#undef FIELD_OPT
         {C_GPU_USED, -1, VRAM__RJ_BYTES},
         {C_GPU_TOTAL, -2, VRAM__RJ_BYTES},
     };
     for (size_t i = 0; i < VRAM__ARRAY_LEN(opt); i++) {
+        if (opt[i].metric == M_LIVE)
+            continue;
         double v;
         if ((rc = csv_num(s->name, line, &f[opt[i].field], opt[i].field, opt[i].flags, &v)) < 0)
             return rc;
@@ -756,7 +858,8 @@ static int csv_read(series *s, vram__rsrc *src)
     int rc;
     char *unq = NULL;
     size_t unq_cap = 0;
-    field f[CSV_N + 1];
+    field f[CSV_N + 1], by[CSV_N];
+    csv_layout lay = {.n = 0};
     int header = 0;
     while ((rc = vram__rsrc_line(src, &t, &n)) == 1) {
         if (n + 1 > unq_cap) {
@@ -769,18 +872,27 @@ static int csv_read(series *s, vram__rsrc *src)
             if (n == 0 || (n == 3 && memcmp(t, "\xEF\xBB\xBF", 3) == 0))
                 continue;
             header = 1;
-            if ((rc = csv_header(s, t, n, unq, f)))
+            if ((rc = csv_header(s, t, n, unq, f, &lay)))
                 break;
             continue;
         }
         if (n == 0)
             continue;
-        int nf = csv_split(s->name, src->line, t, n, unq, f, CSV_N);
+        int nf = csv_split(s->name, src->line, t, n, unq, f, lay.n);
         if (nf < 0) {
             rc = VRAM_EPARSE;
             break;
         }
-        if ((rc = csv_row(s, src->line, f, nf)))
+        if (nf != lay.n) {
+            rc = vram__fail(VRAM_EPARSE,
+                            "%s:%u: %s%d fields, expected %d (as many as the header's columns)",
+                            s->name, src->line, nf > lay.n ? "more than " : "",
+                            nf > lay.n ? lay.n : nf, lay.n);
+            break;
+        }
+        for (int c = 0; c < CSV_N; c++)
+            by[c] = lay.at[c] >= 0 ? f[lay.at[c]] : (field){"", 0};
+        if ((rc = csv_row(s, src->line, by)))
             break;
     }
     free(unq);

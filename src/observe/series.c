@@ -2,15 +2,33 @@
  * with its totals and the GPU's, then one row per owner and per kind with
  * their live bytes) and JSON Lines (one object per sample, alert objects
  * interleaved). The formats are the observe module's contract, which the
- * report reads; change them only together. */
+ * report reads (report_series.c); change them only together.
+ *
+ * The CSV's columns: time_s, elapsed_s, iteration, pool, owner, kind, the
+ * pool fields (series_fields.h, in its order), gpu_used_bytes,
+ * gpu_total_bytes. A pool's row leaves owner and kind empty; an owner's or a
+ * kind's row fills only live_bytes of the pool fields, and no GPU column.
+ * A JSON Lines pool object carries the same pool fields under the same
+ * names, in the same order. */
 #include <errno.h>
 #include <string.h>
 
 #include "monitor_internal.h"
+#include "series_fields.h"
 
+/* How a pool field of each kind (series_fields.h) is written. */
+#define FIELD_FMT_BYTES "%llu"
+#define FIELD_FMT_RATIO "%.6f"
+#define FIELD_ARG_BYTES(v) ((unsigned long long)(v))
+#define FIELD_ARG_RATIO(v) ((double)(v))
+/* The arguments for p's fields, in list order, each after a comma. */
+#define FIELD_ARG(name, kind, header) , FIELD_ARG_##kind(p->name)
+
+#define CSV_NAME(name, kind, header) "," #name
 const char vram__monitor_csv_header[] =
-    "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"
-    "fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n";
+    "time_s,elapsed_s,iteration,pool,owner,kind" VRAM__SERIES_POOL_FIELDS(CSV_NAME)
+    ",gpu_used_bytes,gpu_total_bytes\n";
+#undef CSV_NAME
 
 static int io_check(FILE *f, const char *path)
 {
@@ -70,13 +88,27 @@ static void csv_prefix(FILE *f, const vram_sample *s, const char *pool)
     fputc(',', f);
 }
 
+/* The rest of an owner's or a kind's row, from the comma after its kind:
+ * its live bytes under live_bytes (the first pool field), every other pool
+ * field and the GPU's columns empty. */
+static void csv_live_only(FILE *f, uint64_t live)
+{
+    fprintf(f, ",%llu", ull(live));
+    for (int i = 1; i < VRAM__SERIES_F_COUNT; i++)
+        fputc(',', f);
+    fputs(",,\n", f);
+}
+
 int vram__series_csv(FILE *f, const char *path, const vram_sample *s)
 {
     for (uint32_t i = 0; i < s->n_pools; i++) {
         const vram_sample_pool *p = &s->pools[i];
         csv_prefix(f, s, p->pool);
-        fprintf(f, ",,%llu,%llu,%llu,%.6f,%llu,", ull(p->live_bytes), ull(p->peak_live_bytes),
-                ull(p->reserved_bytes), p->fragmentation_ratio, ull(p->largest_free_bytes));
+        /* Owner and kind empty, then the pool fields. */
+#define CSV_FMT(name, kind, header) "," FIELD_FMT_##kind
+        fprintf(f, "," VRAM__SERIES_POOL_FIELDS(CSV_FMT) ","
+                VRAM__SERIES_POOL_FIELDS(FIELD_ARG));
+#undef CSV_FMT
         if (s->gpu)
             fprintf(f, "%llu,%llu", ull(s->gpu->used_bytes), ull(s->gpu->total_bytes));
         else
@@ -85,13 +117,15 @@ int vram__series_csv(FILE *f, const char *path, const vram_sample *s)
         for (uint32_t j = 0; j < p->n_owners; j++) {
             csv_prefix(f, s, p->pool);
             csv_string(f, p->owners[j].owner);
-            fprintf(f, ",,%llu,,,,,,\n", ull(p->owners[j].live_bytes));
+            fputc(',', f); /* kind empty */
+            csv_live_only(f, p->owners[j].live_bytes);
         }
         for (int k = 0; k < VRAM_KIND_COUNT; k++) {
             if (!p->kind_live_bytes[k] && !p->kind_peak_live_bytes[k])
                 continue;
             csv_prefix(f, s, p->pool);
-            fprintf(f, ",%s,%llu,,,,,,\n", vram_kind_name((vram_kind)k), ull(p->kind_live_bytes[k]));
+            fprintf(f, ",%s", vram_kind_name((vram_kind)k)); /* owner empty */
+            csv_live_only(f, p->kind_live_bytes[k]);
         }
     }
     return io_check(f, path);
@@ -144,12 +178,10 @@ int vram__series_jsonl(FILE *f, const char *path, const vram_sample *s)
         const vram_sample_pool *p = &s->pools[i];
         fputs(i ? ",{\"pool\":" : "{\"pool\":", f);
         vram__json_string(f, p->pool);
-        fprintf(f,
-                ",\"live_bytes\":%llu,\"peak_live_bytes\":%llu,\"reserved_bytes\":%llu,"
-                "\"pending_bytes\":%llu,\"fragmentation_ratio\":%.6f,\"largest_free_bytes\":%llu,"
-                "\"owners\":[",
-                ull(p->live_bytes), ull(p->peak_live_bytes), ull(p->reserved_bytes),
-                ull(p->pending_bytes), p->fragmentation_ratio, ull(p->largest_free_bytes));
+#define JSON_FMT(name, kind, header) ",\"" #name "\":" FIELD_FMT_##kind
+        fprintf(f, VRAM__SERIES_POOL_FIELDS(JSON_FMT) ",\"owners\":["
+                VRAM__SERIES_POOL_FIELDS(FIELD_ARG));
+#undef JSON_FMT
         for (uint32_t j = 0; j < p->n_owners; j++) {
             fputs(j ? ",{\"owner\":" : "{\"owner\":", f);
             vram__json_string(f, p->owners[j].owner);

@@ -7,8 +7,10 @@
 #    and their data in the page match the files;
 #  - a long series (200,000 samples) is downsampled to at most 2,000 points
 #    with its peak kept, and the page stays small;
-#  - bad inputs (truncated JSON and JSON Lines, wrong CSV columns, an
-#    unknown or missing file) fail with the file, the line and the problem,
+#  - a CSV written before pending_bytes was added reads as the same series
+#    without pending bytes;
+#  - bad inputs (truncated JSON and JSON Lines, wrong CSV columns: unknown,
+#    repeated or missing, an unknown or missing file) fail with the file, the line and the problem,
 #    write nothing and leave an existing page as it was;
 #  - the page opens in headless Chromium without errors and draws what the
 #    inputs hold (tests/report/check_page.js; playwright-core is installed
@@ -61,9 +63,9 @@ for name, s in (("jsonl", jl), ("csv", csv), ("gzip", gz)):
     p = s["pools"][0]
     if [o["name"] for o in p["owners"]] != owners:
         bad.append(f"{name}: owners {[o['name'] for o in p['owners']]}, expected {owners}")
-    live = [x["pools"][0]["live_bytes"] for x in samples]
-    if p["live_bytes"] != live:
-        bad.append(f"{name}: live bytes differ from the samples")
+    for field in ("live_bytes", "pending_bytes"):
+        if p[field] != [x["pools"][0][field] for x in samples]:
+            bad.append(f"{name}: {field} differ from the samples")
     for o in p["owners"]:
         want = [next((w["live_bytes"] for w in x["pools"][0]["owners"] if w["owner"] == o["name"]), 0)
                 for x in samples]
@@ -101,6 +103,22 @@ if bad:
 print(f"report --json: {len(d['inputs'])} inputs recognised by content; series, snapshot and OOM match the files")
 PY
 grep -q "^$tmp/b: sample series (CSV): 180 samples" "$tmp/summary.txt" || fail "summary: $(cat "$tmp/summary.txt")"
+
+# ---- a CSV of the versions before pending_bytes: the same series, no pending bytes
+cut -d, -f1-9,11- "$data/series.csv" >"$tmp/old.csv"
+head -1 "$tmp/old.csv" | grep -q ',reserved_bytes,fragmentation_ratio,' || fail "old.csv: $(head -1 "$tmp/old.csv")"
+"$vramkit" report --json "$data/series.csv" "$tmp/old.csv" >"$tmp/old.json" 2>"$tmp/old.txt" ||
+  fail "report --json of the older CSV: $(cat "$tmp/old.txt")"
+python3 - "$tmp/old.json" <<'PY'
+import json, sys
+now, old = json.load(open(sys.argv[1]))["series"]
+assert old["pools"][0]["pending_bytes"] is None, "the older CSV has pending bytes"
+assert any(now["pools"][0]["pending_bytes"]), "the CSV has no pending bytes"
+now["pools"][0]["pending_bytes"] = None
+now["input"] = old["input"]
+assert now == old, "the older CSV reads differently"
+print("the CSV without pending_bytes reads as the same series without pending bytes")
+PY
 
 # ---- a long series: downsampled, its peak kept, the page small
 python3 - "$tmp/long.jsonl.gz" <<'PY'
@@ -155,9 +173,13 @@ bad_input "$tmp/truncated.jsonl" "truncated\.jsonl:8:151: the JSON ends early"
 sed '1s/,owner,kind,/,owner_name,kind,/' "$data/series.csv" >"$tmp/columns.csv"
 bad_input "$tmp/columns.csv" "columns\.csv:1: column 5 of the header is \"owner_name\", expected \"owner\""
 sed '1s/,gpu_total_bytes$//' "$data/series.csv" >"$tmp/short.csv"
-bad_input "$tmp/short.csv" "short\.csv:1: the header has 12 columns, expected 13"
+bad_input "$tmp/short.csv" "short\.csv:1: the header lacks the column \"gpu_total_bytes\""
+sed '1s/,pending_bytes,/,reserved_bytes,/' "$data/series.csv" >"$tmp/twice.csv"
+bad_input "$tmp/twice.csv" "twice\.csv:1: column 10 of the header is \"reserved_bytes\" again \(as column 9"
+sed '1s/$/,tenure_bytes/' "$data/series.csv" >"$tmp/extra.csv"
+bad_input "$tmp/extra.csv" "extra\.csv:1: column 15 of the header is \"tenure_bytes\", not a column"
 sed '5s/,[^,]*$//' "$data/series.csv" >"$tmp/row.csv"
-bad_input "$tmp/row.csv" "row\.csv:5: 12 fields, expected 13"
+bad_input "$tmp/row.csv" "row\.csv:5: 13 fields, expected 14"
 sed 's/"size_bytes": 25165824,/"size_bytes": "24M",/' "$data/oom.json" >"$tmp/type.json"
 bad_input "$tmp/type.json" "type\.json: request\.size_bytes is the string \"24M\", expected a number"
 bad_input "$src/README.md" "README\.md:1: not a report input: .* it starts with \"# vramkit\""

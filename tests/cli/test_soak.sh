@@ -46,7 +46,7 @@ python3 - "$tmp" <<'PY'
 import csv, json, sys
 tmp = sys.argv[1]
 header = ("time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"
-          "fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes")
+          "pending_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes")
 bad = []
 for name, leak in (("clean", 0), ("leak", 4096)):
     lines = open(f"{tmp}/{name}.csv").read().splitlines()
@@ -86,6 +86,13 @@ for name, leak in (("clean", 0), ("leak", 4096)):
                 break
             if j["pools"][0]["pool"] != "replay" or j["iteration"] != samples:
                 bad.append(f"{name}.jsonl: sample {samples}: {line[:200]}")
+                break
+            # The CSV's pool row of the sample has the same pool fields.
+            row, p = pools[samples - 1], j["pools"][0]
+            fields = ("live_bytes", "peak_live_bytes", "reserved_bytes", "pending_bytes",
+                      "fragmentation_ratio", "largest_free_bytes")
+            if [float(row[f]) for f in fields] != [float(p[f]) for f in fields]:
+                bad.append(f"{name}: sample {samples}: CSV {row} but JSON Lines {p}")
                 break
         else:
             alerts += 1

@@ -301,34 +301,46 @@ static void test_files(void **state)
     /* CSV: the header exactly, then per sample a pool row, owner and kind rows. */
     char *text = read_all(csv);
     const char *header = "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
-                         "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,"
-                         "gpu_total_bytes\n";
+                         "reserved_bytes,pending_bytes,fragmentation_ratio,largest_free_bytes,"
+                         "gpu_used_bytes,gpu_total_bytes\n";
     assert_memory_equal(text, header, strlen(header));
+    enum { F_TIME, F_ELAPSED, F_ITER, F_POOL, F_OWNER, F_KIND, F_LIVE, F_PEAK, F_RESERVED,
+           F_PENDING, F_FRAG, F_LARGEST, F_GPU_USED, F_GPU_TOTAL, F_N };
     int rows = 0, pool_rows = 0, owner_rows = 0, kind_rows = 0;
+    double pool_fields[4][F_LARGEST - F_LIVE + 1]; /* per sample, for the JSON Lines */
     char *save = NULL;
     for (char *line = strtok_r(text + strlen(header), "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
         rows++;
         char *f[16];
         int nf = split_csv(line, f, 16);
-        assert_int_equal(nf, 13);
-        assert_true(atof(f[0]) > 1.7e9);
-        assert_true(atoi(f[2]) >= 0 && atoi(f[2]) <= 3);
-        assert_string_equal(f[3], "files, \"quoted\"");
-        if (!*f[4] && !*f[5]) {
+        assert_int_equal(nf, F_N);
+        assert_true(atof(f[F_TIME]) > 1.7e9);
+        assert_true(atoi(f[F_ITER]) >= 0 && atoi(f[F_ITER]) <= 3);
+        assert_string_equal(f[F_POOL], "files, \"quoted\"");
+        assert_true(*f[F_LIVE]);
+        if (!*f[F_OWNER] && !*f[F_KIND]) {
+            assert_true(pool_rows < 4);
+            for (int k = F_LIVE; k <= F_LARGEST; k++) {
+                assert_true(*f[k]);
+                pool_fields[pool_rows][k - F_LIVE] = atof(f[k]);
+            }
             pool_rows++;
-            assert_true(*f[7] && *f[8] && *f[9] && *f[10]);
             if (nvml)
-                assert_true(atof(f[11]) > 0 && atof(f[12]) >= atof(f[11]));
+                assert_true(atof(f[F_GPU_USED]) > 0 && atof(f[F_GPU_TOTAL]) >= atof(f[F_GPU_USED]));
             else
-                assert_true(!*f[11] && !*f[12]); /* no NVML: GPU columns empty */
-        } else if (*f[4]) {
-            owner_rows++;
-            assert_string_equal(f[4], "cam07");
-            assert_true(!*f[7] && !*f[8]);
+                assert_true(!*f[F_GPU_USED] && !*f[F_GPU_TOTAL]); /* no NVML: GPU columns empty */
         } else {
-            kind_rows++;
-            assert_string_equal(f[5], "activations");
+            /* An owner's or a kind's row: its live bytes, nothing else. */
+            for (int k = F_PEAK; k <= F_GPU_TOTAL; k++)
+                assert_true(!*f[k]);
+            if (*f[F_OWNER]) {
+                owner_rows++;
+                assert_string_equal(f[F_OWNER], "cam07");
+            } else {
+                kind_rows++;
+                assert_string_equal(f[F_KIND], "activations");
+            }
         }
     }
     assert_int_equal(pool_rows, 4);
@@ -367,8 +379,12 @@ static void test_files(void **state)
             static const char *keys[] = {"live_bytes", "peak_live_bytes", "reserved_bytes",
                                          "pending_bytes", "fragmentation_ratio",
                                          "largest_free_bytes"};
-            for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            /* The same fields, in the same order, as the sample's CSV row. */
+            for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
                 assert_true(cJSON_IsNumber(cJSON_GetObjectItem(pj, keys[k])));
+                assert_true(cJSON_GetObjectItem(pj, keys[k])->valuedouble ==
+                            pool_fields[samples][k]);
+            }
             double live = cJSON_GetObjectItem(pj, "live_bytes")->valuedouble;
             assert_true(live == (samples == 1 || samples == 2 ? 9500 : 0));
             cJSON *owners = cJSON_GetObjectItem(pj, "owners");

@@ -9,6 +9,10 @@
  *  - malformed inputs are refused with the name, the line (or the JSON path)
  *    and the problem, and leave the report as it was;
  *  - the same samples as JSON Lines and as CSV give the same series;
+ *  - a CSV is read by its header's names: one written before pending_bytes
+ *    was added reads as the same series without pending bytes, columns in
+ *    another order read the same, and an unknown or repeated column is
+ *    refused with its name and place;
  *  - downsampling: up to max_points samples nothing is lost; beyond, at most
  *    max_points are kept and the peak is among them;
  *  - a snapshot over max_blocks has touching blocks of one owner merged;
@@ -274,28 +278,38 @@ static void snapshot_from_pool(void **state)
 
 /* ---- series ---------------------------------------------------------- */
 
+/* The monitor's CSV header (without its newline), and the one that
+ * versions before pending_bytes wrote. Written out here, not taken from the
+ * library: the test pins the format. */
+#define CSV_COLUMNS                                                                                \
+    "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"       \
+    "pending_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes"
+#define CSV_COLUMNS_OLD                                                                            \
+    "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"       \
+    "fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes"
+
 /* n samples of one pool with two owners; owner b is absent (zero) at even
- * samples; a spike of `spike` live bytes at sample spike_at. */
-static void make_series(vram_buffer *jl, vram_buffer *csv, int n, int spike_at, double spike)
+ * samples; a spike of `spike` live bytes at sample spike_at. The CSV has
+ * the pending_bytes column if csv_pending, else it is the older format. */
+static void make_series(vram_buffer *jl, vram_buffer *csv, int n, int spike_at, double spike,
+                        int csv_pending)
 {
     if (csv)
-        buf_printf(csv, "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
-                        "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,"
-                        "gpu_total_bytes\n");
+        buf_printf(csv, "%s\n", csv_pending ? CSV_COLUMNS : CSV_COLUMNS_OLD);
     for (int i = 0; i < n; i++) {
         double t = 1764456000.0 + i * 0.5, e = i * 0.5;
         double a = 1000000 + (i % 7) * 1000, bb = i % 2 ? 5000 + i : 0;
         if (i == spike_at)
             a = spike;
-        double live = a + bb, reserved = 4 * MiB, frag = (i % 10) / 10.0;
+        double live = a + bb, reserved = 4 * MiB, frag = (i % 10) / 10.0, pending = (i % 3) * 4096;
         if (jl) {
             buf_printf(jl,
                        "{\"type\":\"sample\",\"time_s\":%.3f,\"elapsed_s\":%.3f,\"iteration\":%d,"
                        "\"contexts\":1,\"pools\":[{\"pool\":\"p\",\"live_bytes\":%.0f,"
-                       "\"peak_live_bytes\":%.0f,\"reserved_bytes\":%.0f,\"pending_bytes\":0,"
+                       "\"peak_live_bytes\":%.0f,\"reserved_bytes\":%.0f,\"pending_bytes\":%.0f,"
                        "\"fragmentation_ratio\":%.2f,\"largest_free_bytes\":1024,\"owners\":["
                        "{\"owner\":\"a,\\\"x\\\"\",\"live_bytes\":%.0f,\"budget_bytes\":0}",
-                       t, e, i, live, live, reserved, frag, a);
+                       t, e, i, live, live, reserved, pending, frag, a);
             if (bb)
                 buf_printf(jl, ",{\"owner\":\"b\",\"live_bytes\":%.0f,\"budget_bytes\":8000000}", bb);
             buf_printf(jl, "],\"kinds\":[{\"kind\":\"activations\",\"live_bytes\":%.0f}]}],"
@@ -304,12 +318,18 @@ static void make_series(vram_buffer *jl, vram_buffer *csv, int n, int spike_at, 
                        live, 500000000.0 + i);
         }
         if (csv) {
-            buf_printf(csv, "%.3f,%.3f,%d,p,,,%.0f,%.0f,%.0f,%.2f,1024,%.0f,1000000000\n", t, e, i,
-                       live, live, reserved, frag, 500000000.0 + i);
-            buf_printf(csv, "%.3f,%.3f,%d,p,\"a,\"\"x\"\"\",,%.0f,,,,,,\n", t, e, i, a);
+            /* After an owner's or a kind's live bytes, the other fields empty. */
+            const char *rest = csv_pending ? ",,,,,,," : ",,,,,,";
+            if (csv_pending)
+                buf_printf(csv, "%.3f,%.3f,%d,p,,,%.0f,%.0f,%.0f,%.0f,%.2f,1024,%.0f,1000000000\n",
+                           t, e, i, live, live, reserved, pending, frag, 500000000.0 + i);
+            else
+                buf_printf(csv, "%.3f,%.3f,%d,p,,,%.0f,%.0f,%.0f,%.2f,1024,%.0f,1000000000\n", t,
+                           e, i, live, live, reserved, frag, 500000000.0 + i);
+            buf_printf(csv, "%.3f,%.3f,%d,p,\"a,\"\"x\"\"\",,%.0f%s\n", t, e, i, a, rest);
             if (bb)
-                buf_printf(csv, "%.3f,%.3f,%d,p,b,,%.0f,,,,,,\n", t, e, i, bb);
-            buf_printf(csv, "%.3f,%.3f,%d,p,,activations,%.0f,,,,,,\n", t, e, i, live);
+                buf_printf(csv, "%.3f,%.3f,%d,p,b,,%.0f%s\n", t, e, i, bb, rest);
+            buf_printf(csv, "%.3f,%.3f,%d,p,,activations,%.0f%s\n", t, e, i, live, rest);
         }
     }
 }
@@ -346,7 +366,7 @@ static void jsonl_and_csv_agree(void **state)
 {
     (void)state;
     vram_buffer jl = {0}, csv = {0};
-    make_series(&jl, &csv, 50, -1, 0);
+    make_series(&jl, &csv, 50, -1, 0, 1);
     vram_report *r = new_report(0, 0), *c = new_report(0, 0);
     vram_report_input_info i1, i2;
     assert_int_equal(add_text(r, "s.jsonl", jl.data, &i1), 0);
@@ -363,8 +383,9 @@ static void jsonl_and_csv_agree(void **state)
     assert_true(same_array(item(sj, "iteration"), item(sc, "iteration")));
     const cJSON *pj = pool0(dj), *pc = pool0(dc);
     for (const char *const *m = (const char *const[]){"live_bytes", "peak_live_bytes",
-                                                      "reserved_bytes", "fragmentation_ratio",
-                                                      "largest_free_bytes", NULL};
+                                                      "reserved_bytes", "pending_bytes",
+                                                      "fragmentation_ratio", "largest_free_bytes",
+                                                      NULL};
          *m; m++)
         if (!same_array(item(pj, *m), item(pc, *m)))
             fail_msg("%s differs between JSON Lines and CSV", *m);
@@ -379,8 +400,7 @@ static void jsonl_and_csv_agree(void **state)
     assert_int_equal(num(owner_of(pj, "b"), "budget_bytes"), 8000000);
     assert_true(same_array(item(item(sj, "gpu"), "used_bytes"), item(item(sc, "gpu"), "used_bytes")));
     assert_string_equal(item(item(sj, "gpu"), "name")->valuestring, "NVIDIA H200");
-    /* CSV has no pending bytes: null, not zeros. */
-    assert_true(cJSON_IsNull(item(pc, "pending_bytes")));
+    assert_int_equal(cJSON_GetArrayItem(item(pc, "pending_bytes"), 2)->valuedouble, 8192);
     cJSON_Delete(dj);
     cJSON_Delete(dc);
     vram_report_destroy(r);
@@ -389,12 +409,85 @@ static void jsonl_and_csv_agree(void **state)
     vram_buffer_free(&csv);
 }
 
+/* The CSV's lines with their fields after the first in reverse order
+ * (quoted fields kept as they are): the same file with its columns moved. */
+static void csv_reverse_columns(const char *in, vram_buffer *out)
+{
+    while (*in) {
+        const char *end = strchr(in, '\n');
+        size_t len = end ? (size_t)(end - in) : strlen(in);
+        const char *f[32];
+        int n[32], nf = 0, quoted = 0;
+        const char *start = in;
+        for (size_t i = 0; i <= len; i++) {
+            if (i < len && in[i] == '"')
+                quoted = !quoted;
+            if (i == len || (in[i] == ',' && !quoted)) {
+                assert_true(nf < 32);
+                f[nf] = start;
+                n[nf++] = (int)(in + i - start);
+                start = in + i + 1;
+            }
+        }
+        buf_printf(out, "%.*s", n[0], f[0]);
+        for (int k = nf - 1; k >= 1; k--)
+            buf_printf(out, ",%.*s", n[k], f[k]);
+        buf_printf(out, "\n");
+        in += len + (end != NULL);
+    }
+}
+
+static cJSON *series0(const cJSON *d) { return cJSON_GetArrayItem(item(d, "series"), 0); }
+
+/* The CSV is read by its header's names: written by a version before
+ * pending_bytes, it reads as the same series with no pending bytes (null,
+ * not zeros); with its columns in another order, as the same series. */
+static void csv_columns_by_name(void **state)
+{
+    (void)state;
+    vram_buffer now = {0}, old = {0}, moved = {0};
+    make_series(NULL, &now, 50, -1, 0, 1);
+    make_series(NULL, &old, 50, -1, 0, 0);
+    csv_reverse_columns(now.data, &moved);
+    assert_non_null(strstr(moved.data, "time_s,gpu_total_bytes,gpu_used_bytes,largest_free_bytes,"));
+    vram_report *rn = new_report(0, 0), *ro = new_report(0, 0), *rm = new_report(0, 0);
+    vram_report_input_info in, io, im;
+    assert_int_equal(add_text(rn, "s.csv", now.data, &in), 0);
+    assert_int_equal(add_text(ro, "s.csv", old.data, &io), 0);
+    assert_int_equal(add_text(rm, "s.csv", moved.data, &im), 0);
+    assert_int_equal(io.type, VRAM_REPORT_SERIES_CSV);
+    assert_string_equal(in.summary, io.summary);
+    assert_string_equal(in.summary, im.summary);
+    cJSON *dn = data_of(rn), *dold = data_of(ro), *dm = data_of(rm);
+    /* Columns moved: the same series, pending bytes and all. */
+    assert_true(cJSON_Compare(series0(dn), series0(dm), 1));
+    const cJSON *pending = item(pool0(dn), "pending_bytes");
+    assert_int_equal(cJSON_GetArraySize(pending), 50);
+    assert_int_equal(cJSON_GetArrayItem(pending, 1)->valuedouble, 4096);
+    /* The older format: no pending bytes, everything else the same. */
+    assert_true(cJSON_IsNull(item(pool0(dold), "pending_bytes")));
+    assert_int_equal(cJSON_GetArraySize(item(pool0(dold), "live_bytes")), 50);
+    assert_false(cJSON_Compare(series0(dn), series0(dold), 1));
+    assert_true(cJSON_ReplaceItemInObjectCaseSensitive((cJSON *)pool0(dn), "pending_bytes",
+                                                       cJSON_CreateNull()));
+    assert_true(cJSON_Compare(series0(dn), series0(dold), 1));
+    cJSON_Delete(dn);
+    cJSON_Delete(dold);
+    cJSON_Delete(dm);
+    vram_report_destroy(rn);
+    vram_report_destroy(ro);
+    vram_report_destroy(rm);
+    vram_buffer_free(&now);
+    vram_buffer_free(&old);
+    vram_buffer_free(&moved);
+}
+
 static void downsampling_keeps_peaks(void **state)
 {
     (void)state;
     /* Exactly max_points samples: all kept. */
     vram_buffer jl = {0};
-    make_series(&jl, NULL, 400, -1, 0);
+    make_series(&jl, NULL, 400, -1, 0, 1);
     vram_report *r = new_report(400, 0);
     assert_int_equal(add_text(r, "s.jsonl", jl.data, NULL), 0);
     cJSON *d = data_of(r);
@@ -408,7 +501,7 @@ static void downsampling_keeps_peaks(void **state)
     /* 20000 samples with one spike and one dip: at most max_points kept,
      * both extremes among them, x increasing. */
     jl = (vram_buffer){0};
-    make_series(&jl, NULL, 20000, 12345, 9e9);
+    make_series(&jl, NULL, 20000, 12345, 9e9, 1);
     r = new_report(400, 0);
     vram_report_input_info info;
     assert_int_equal(add_text(r, "s.jsonl", jl.data, &info), 0);
@@ -582,33 +675,64 @@ static void malformed_inputs(void **state)
     refuse("s.jsonl", "{\"type\":\"alert\",\"time_s\":1,\"elapsed_s\":0}\n",
            "s.jsonl:1: alert is missing", NULL);
     refuse("s.jsonl", "{\"type\":\"heartbeat\"}\n", "s.jsonl: no samples in 1 lines", NULL);
-    /* CSV: the header exactly, then the right number of fields. */
+    /* CSV: the header names every column once (any order; pending_bytes,
+     * which older versions lack, may be absent), then as many fields a row. */
     refuse("s.csv",
            "time_s,elapsed_s,iteration,pool,owner_name,kind,live_bytes,peak_live_bytes,"
-           "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n",
+           "reserved_bytes,pending_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,"
+           "gpu_total_bytes\n",
            "s.csv:1: column 5 of the header is \"owner_name\", expected \"owner\"", NULL);
     refuse("s.csv", "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes\n",
-           "s.csv:1: the header has 7 columns, expected 13", NULL);
+           "s.csv:1: the header lacks the columns \"peak_live_bytes\", \"reserved_bytes\", "
+           "\"fragmentation_ratio\", \"largest_free_bytes\", \"gpu_used_bytes\", "
+           "\"gpu_total_bytes\" (the columns are " CSV_COLUMNS " in any order",
+           "pending_bytes may be absent");
     refuse("s.csv",
-           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
-           "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n"
+           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"
+           "pending_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes\n",
+           "s.csv:1: the header lacks the column \"gpu_total_bytes\"", NULL);
+    /* An unknown column, a repeated one, one header twice over. */
+    refuse("s.csv", CSV_COLUMNS ",extra\n",
+           "s.csv:1: column 15 of the header is \"extra\", not a column of the sample series",
+           NULL);
+    refuse("s.csv", CSV_COLUMNS_OLD ",pending_bytes,tenure_bytes\n",
+           "s.csv:1: column 15 of the header is \"tenure_bytes\", not a column", NULL);
+    refuse("s.csv",
+           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,reserved_bytes,"
+           "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n",
+           "s.csv:1: column 10 of the header is \"reserved_bytes\" again (as column 9", NULL);
+    refuse("s.csv", CSV_COLUMNS "," CSV_COLUMNS "\n",
+           "s.csv:1: column 15 of the header is \"time_s\" again (as column 1", NULL);
+    refuse("s.csv", CSV_COLUMNS_OLD ",pending_bytes,pending_bytes\n",
+           "s.csv:1: column 15 of the header is \"pending_bytes\" again (as column 14", NULL);
+    /* Rows: as many fields as the header has columns. */
+    refuse("s.csv",
+           CSV_COLUMNS "\n"
+           "1,0,,p,,,100,100,200,0,0,0,,\n"
+           "2,1,,p,,,100,100,200,0,0,0,\n",
+           "s.csv:3: 13 fields, expected 14", NULL);
+    refuse("s.csv",
+           CSV_COLUMNS_OLD "\n"
            "1,0,,p,,,100,100,200,0,0,,\n"
-           "2,1,,p,,,100,100,200,0,0,\n",
-           "s.csv:3: 12 fields, expected 13", NULL);
+           "2,1,,p,,,100,100,200,0,0,0,,\n",
+           "s.csv:3: more than 13 fields, expected 13", NULL);
     refuse("s.csv",
-           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
-           "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n"
-           "1,0,,p,,,lots,100,200,0,0,,\n",
+           CSV_COLUMNS "\n"
+           "1,0,,p,,,lots,100,200,0,0,0,,\n",
            "s.csv:2: live_bytes is \"lots\", expected a number", NULL);
+    /* A field is named by its column wherever the header puts it. */
     refuse("s.csv",
-           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
+           "time_s,pending_bytes,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
            "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n"
-           "1,0,,p,cam,,100,,,,,,\n",
+           "1,-4096,0,,p,,,100,100,200,0,0,,\n",
+           "s.csv:2: pending_bytes is -4096, expected a number >= 0", NULL);
+    refuse("s.csv",
+           CSV_COLUMNS "\n"
+           "1,0,,p,cam,,100,,,,,,,\n",
            "s.csv:2: the owner row of pool \"p\" comes before the pool's total row", NULL);
     refuse("s.csv",
-           "time_s,elapsed_s,iteration,pool,owner,kind,live_bytes,peak_live_bytes,"
-           "reserved_bytes,fragmentation_ratio,largest_free_bytes,gpu_used_bytes,gpu_total_bytes\n"
-           "1,0,,p,,,100,,,,,,\n1,0,,p,\"cam,,100,,,,,,\n",
+           CSV_COLUMNS "\n"
+           "1,0,,p,,,100,,,,,,,\n1,0,,p,\"cam,,100,,,,,,,\n",
            "s.csv:3: field 5: a quote is not closed", NULL);
 }
 
@@ -683,7 +807,7 @@ static void gzip_inputs(void **state)
 {
     (void)state;
     vram_buffer jl = {0};
-    make_series(&jl, NULL, 400, -1, 0);
+    make_series(&jl, NULL, 400, -1, 0, 1);
     char dir[] = "/tmp/vram-report-gz-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256];
@@ -741,6 +865,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_from_pool),
         cmocka_unit_test(jsonl_and_csv_agree),
+        cmocka_unit_test(csv_columns_by_name),
         cmocka_unit_test(downsampling_keeps_peaks),
         cmocka_unit_test(alerts_and_restarts),
         cmocka_unit_test(recognised_by_content),

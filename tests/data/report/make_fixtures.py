@@ -4,7 +4,8 @@ the formats of the observe contract, next to this file:
 
   series.jsonl  three minutes of samples of pool "inference" (1 s apart) with
                 interleaved alerts, as the monitor's JSON Lines
-  series.csv    the same samples as the monitor's CSV
+  series.csv    the same samples as the monitor's CSV (with pending_bytes;
+                the CSV of versions before it lacked that column)
   oom.json      the OOM report of the refusal that ends them
 
 snapshot.json is vram_pool_snapshot's own output, written by the unit test:
@@ -111,19 +112,19 @@ def main():
 
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["time_s", "elapsed_s", "iteration", "pool", "owner", "kind", "live_bytes",
-                "peak_live_bytes", "reserved_bytes", "fragmentation_ratio", "largest_free_bytes",
-                "gpu_used_bytes", "gpu_total_bytes"])
+    fields = ["live_bytes", "peak_live_bytes", "reserved_bytes", "pending_bytes",
+              "fragmentation_ratio", "largest_free_bytes"]  # the pool's, as in the JSON Lines
+    w.writerow(["time_s", "elapsed_s", "iteration", "pool", "owner", "kind"] + fields +
+               ["gpu_used_bytes", "gpu_total_bytes"])
+    empty = [""] * (len(fields) - 1 + 2)  # an owner's or a kind's row: live bytes only
     for s in samples:
         p, g = s["pools"][0], s["gpu"]
         head = [s["time_s"], s["elapsed_s"], s["iteration"], p["pool"]]
-        w.writerow(head + ["", "", p["live_bytes"], p["peak_live_bytes"], p["reserved_bytes"],
-                           p["fragmentation_ratio"], p["largest_free_bytes"], g["used_bytes"],
-                           g["total_bytes"]])
+        w.writerow(head + ["", ""] + [p[f] for f in fields] + [g["used_bytes"], g["total_bytes"]])
         for o in p["owners"]:
-            w.writerow(head + [o["owner"], "", o["live_bytes"]] + [""] * 6)
+            w.writerow(head + [o["owner"], "", o["live_bytes"]] + empty)
         for k in p["kinds"]:
-            w.writerow(head + ["", k["kind"], k["live_bytes"]] + [""] * 6)
+            w.writerow(head + ["", k["kind"], k["live_bytes"]] + empty)
     with open(os.path.join(here, "series.csv"), "w", encoding="utf-8", newline="") as f:
         f.write(out.getvalue())
 
