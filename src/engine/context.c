@@ -77,7 +77,7 @@ int vram_exec_create(vram_engine *e, vram_exec **out)
         context_free(c);
         return vram__error_restore(&err, rc);
     }
-    e->contexts++;
+    atomic_fetch_add(&e->contexts, 1);
     *out = c;
     return 0;
 }
@@ -86,8 +86,9 @@ int vram_exec_destroy(vram_exec *c)
 {
     if (!c)
         return 0;
-    c->e->contexts--;
+    vram_engine *e = c->e;
     context_free(c);
+    atomic_fetch_sub(&e->contexts, 1);
     return 0;
 }
 

@@ -42,10 +42,12 @@ int vram_engine_opts_init(vram_engine_opts *o)
     return rc;
 }
 
-static void engine_free(vram_engine *e)
+/* Free everything; returns 0 or the error of destroying the engine's own
+ * pool or backend (the engine is gone either way). */
+static int engine_free(vram_engine *e)
 {
     if (!e)
-        return;
+        return 0;
     if (e->ex_state)
         e->ex->engine_fini(e);
     if (e->weights)
@@ -57,11 +59,15 @@ static void engine_free(vram_engine *e)
     free(e->place);
     free(e->ops);
     vram__graph_free(&e->g);
+    int rc = 0;
     if (e->owns_pool) {
-        vram_pool_destroy(e->pool);
-        vram_backend_destroy(e->own_backend);
+        rc = vram_pool_destroy(e->pool);
+        int brc = vram_backend_destroy(e->own_backend);
+        if (!rc)
+            rc = brc;
     }
     free(e);
+    return rc;
 }
 
 static int make_pool(vram_engine *e)
@@ -441,10 +447,10 @@ int vram_engine_destroy(vram_engine *e)
 {
     if (!e)
         return 0;
-    if (e->contexts)
-        return vram__fail(VRAM_EBUSY, "engine: %u context(s) still alive", e->contexts);
-    engine_free(e);
-    return 0;
+    unsigned alive = atomic_load(&e->contexts);
+    if (alive)
+        return vram__fail(VRAM_EBUSY, "engine: %u execution context(s) still alive", alive);
+    return engine_free(e);
 }
 
 size_t vram_engine_input_count(const vram_engine *e) { return e ? (size_t)e->g.n_inputs : 0; }

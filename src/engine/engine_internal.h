@@ -5,6 +5,8 @@
 #ifndef VRAM_ENGINE_INTERNAL_H
 #define VRAM_ENGINE_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "cpu/kernels_elem.h"
 #include "cpu/kernels_nn.h"
 #include "graph.h"
@@ -174,7 +176,7 @@ struct vram_engine {
 
     vram_op_count *ops;     /* executed operators by type */
     size_t n_ops;
-    unsigned contexts;      /* alive */
+    atomic_uint contexts;   /* alive (created and destroyed from any thread) */
 };
 
 struct vram_exec {

@@ -11,6 +11,7 @@
  * missing, truncated or garbage file, an unsupported operator, a wrong input
  * size, a pool on the wrong backend, an unknown executor - fails with a
  * sentence naming the problem, leaving nothing behind. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -170,7 +171,7 @@ static void test_run_allocates_nothing(void **state)
 
     /* The engine outlives its contexts. */
     assert_int_equal(vram_engine_destroy(e), VRAM_EBUSY);
-    assert_contains(vram_last_error(), "2 context(s)");
+    assert_contains(vram_last_error(), "2 execution context(s) still alive");
     assert_int_equal(vram_exec_destroy(c2), 0);
     assert_int_equal(vram_exec_destroy(c), 0);
     assert_int_equal(pool_stats(p).live_bytes, s0.live_bytes);
@@ -179,6 +180,54 @@ static void test_run_allocates_nothing(void **state)
     free(first);
     assert_int_equal(vram_pool_destroy(p), 0);
     assert_int_equal(vram_backend_destroy(b), 0);
+}
+
+/* Worker threads creating, running and destroying their own execution
+ * contexts at once: the engine's count of contexts stays exact, so the
+ * engine is busy while any lives and destroyable once all are gone. */
+typedef struct worker {
+    vram_engine *e;
+    int rc;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < 50 && !w->rc; i++) {
+        vram_exec *c;
+        if ((w->rc = vram_exec_create(w->e, &c)))
+            break;
+        w->rc = vram_exec_run(c);
+        int drc = vram_exec_destroy(c);
+        if (!w->rc)
+            w->rc = drc;
+    }
+    return NULL;
+}
+
+static void test_contexts_from_threads(void **state)
+{
+    (void)state;
+    vram_engine *e;
+    assert_int_equal(vram_engine_load(model("mixed_small_cnn"), NULL, &e), 0);
+    vram_exec *held;
+    assert_int_equal(vram_exec_create(e, &held), 0);
+    enum { N = 4 };
+    pthread_t t[N];
+    worker w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (worker){e, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        if (w[i].rc)
+            fail_msg("worker %d: %s", i, vram_err_name(w[i].rc));
+    }
+    assert_int_equal(vram_engine_destroy(e), VRAM_EBUSY);
+    assert_contains(vram_last_error(), "1 execution context(s) still alive");
+    assert_int_equal(vram_exec_destroy(held), 0);
+    assert_int_equal(vram_engine_destroy(e), 0);
 }
 
 /* Outputs of one run at the context's batch, on inputs from fill(). */
@@ -381,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_context_out_of_memory),
+        cmocka_unit_test(test_contexts_from_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
