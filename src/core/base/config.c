@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,18 @@ static const opt_desc descs[] = {VRAM_OPTIONS(OPT_DESC)};
 
 static vram_config config;
 static vram_config_source sources[N_OPTS];
-static char *strings[N_OPTS]; /* owned copies of STRING values */
+/* STRING values: every value an option has held stays allocated for the
+ * process's life (a few bytes per vram_config_set), so that a pointer read
+ * from the configuration, or copied from it by an *_opts_init, never
+ * dangles when the option is set again. */
+typedef struct kept_string {
+    struct kept_string *next;
+    char text[];
+} kept_string;
+static kept_string *kept;
+/* Setting, resetting and printing take this lock: texts[] and sources[]
+ * change under it. */
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *texts[N_OPTS];   /* the text each value was read from */
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status;
@@ -107,12 +119,14 @@ static int apply(size_t i, const char *text, vram_config_source src)
         break;
     }
     case T_STRING: {
-        char *copy = vram__strdup(text);
-        if (!copy)
-            return VRAM_EHOSTMEM;
-        free(strings[i]);
-        strings[i] = copy;
-        const char *v = copy;
+        size_t n = strlen(text) + 1;
+        kept_string *k = malloc(sizeof *k + n);
+        if (!k)
+            return vram__fail(VRAM_EHOSTMEM, "out of host memory storing option %s", d->name);
+        memcpy(k->text, text, n);
+        k->next = kept;
+        kept = k;
+        const char *v = k->text;
         memcpy(slot, &v, sizeof v);
         break;
     }
@@ -144,7 +158,7 @@ static const char *env_value(size_t i)
     return v ? v : "";
 }
 
-static void load(void)
+static void load_locked(void)
 {
     config.size = sizeof config;
     load_status = 0;
@@ -157,6 +171,13 @@ static void load(void)
                      descs[i].name, env_value(i), vram_last_error(), descs[i].def);
         }
     }
+}
+
+static void load(void)
+{
+    pthread_mutex_lock(&set_lock);
+    load_locked();
+    pthread_mutex_unlock(&set_lock);
 }
 
 int vram_config_load(void)
@@ -202,7 +223,9 @@ int vram_config_source_of(const char *name, vram_config_source *out)
     int rc = option_index("vram_config_source_of", name, out, "out", &i);
     if (rc)
         return rc;
+    pthread_mutex_lock(&set_lock);
     *out = sources[i];
+    pthread_mutex_unlock(&set_lock);
     return 0;
 }
 
@@ -228,11 +251,12 @@ int vram_config_set(const char *name, const char *value)
     int rc = find(name, &i);
     if (rc)
         return rc;
-    if (!value) { /* forget the override */
+    pthread_mutex_lock(&set_lock);
+    if (!value) /* forget the override */
         from_environment(i);
-        return 0;
-    }
-    rc = apply(i, value, VRAM_CONFIG_SET);
+    else
+        rc = apply(i, value, VRAM_CONFIG_SET);
+    pthread_mutex_unlock(&set_lock);
     if (rc)
         return vram__fail_prefix(rc, "option %s: ", descs[i].name);
     return 0;
@@ -244,16 +268,17 @@ void vram_config_reset(void)
     load();
 }
 
+
+
 static const char *source_name(vram_config_source s)
 {
     return s == VRAM_CONFIG_ENV ? "environment" : s == VRAM_CONFIG_SET ? "set" : "default";
 }
 
-static int print_json(vram_write_fn write, void *ctx)
+static int print_json(vram_buffer *b)
 {
-    vram_buffer b = {0};
     vram__json j;
-    vram__json_begin(&j, &b);
+    vram__json_begin(&j, b);
     vram__json_object(&j, NULL);
     for (size_t i = 0; i < N_OPTS; i++) {
         char var[64];
@@ -266,32 +291,54 @@ static int print_json(vram_write_fn write, void *ctx)
         vram__json_end(&j);
     }
     vram__json_end(&j);
-    return vram__json_flush(&b, vram__json_done(&j), write, ctx);
+    int rc = vram__json_done(&j);
+    return rc ? rc : vram_write_buffer(b, "\n", 1);
 }
 
+static int buf_printf(vram_buffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int buf_printf(vram_buffer *b, const char *fmt, ...)
+{
+    char *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return vram__fail(VRAM_EHOSTMEM, "out of host memory printing options");
+    int rc = vram_write_buffer(b, line, (size_t)n);
+    free(line);
+    return rc;
+}
+
+static int print_locked(vram_buffer *b, unsigned flags)
+{
+    if (flags & VRAM_PRINT_JSON)
+        return print_json(b);
+    int rc = buf_printf(b, "%-22s %-12s %-12s %s\n", "option", "value", "source", "meaning");
+    for (size_t i = 0; i < N_OPTS && !rc; i++) {
+        const char *val = texts[i] && *texts[i] ? texts[i] : "\"\"";
+        const char *choices = descs[i].type == T_CHOICE ? descs[i].choices : NULL;
+        rc = buf_printf(b, "VRAM_%-17s %-12s %-12s %s%s%s%s\n", descs[i].name, val,
+                        source_name(sources[i]), descs[i].help, choices ? " (" : "",
+                        choices ? choices : "", choices ? ")" : "");
+    }
+    return rc;
+}
+
+/* The table is written into a buffer under the lock and through `write`
+ * after it, so that a slow writer holds up no vram_config_set. */
 int vram_config_print(vram_write_fn write, void *ctx, unsigned flags)
 {
     pthread_once(&load_once, load);
     if (!write || (flags & ~VRAM_PRINT_JSON))
         return vram__fail(VRAM_EINVAL, "vram_config_print: a writer and known flags (0x%x) are "
                                        "required", flags);
-    if (flags & VRAM_PRINT_JSON)
-        return print_json(write, ctx);
-    char *line = NULL;
-    int n = asprintf(&line, "%-22s %-12s %-12s %s\n", "option", "value", "source", "meaning");
-    int rc = n < 0 ? vram__fail(VRAM_EHOSTMEM, "out of host memory printing options")
-                   : write(ctx, line, (size_t)n);
-    free(line);
-    for (size_t i = 0; i < N_OPTS && !rc; i++) {
-        const char *val = texts[i] && *texts[i] ? texts[i] : "\"\"";
-        const char *choices = descs[i].type == T_CHOICE ? descs[i].choices : NULL;
-        n = asprintf(&line, "VRAM_%-17s %-12s %-12s %s%s%s%s\n", descs[i].name, val,
-                     source_name(sources[i]), descs[i].help, choices ? " (" : "",
-                     choices ? choices : "", choices ? ")" : "");
-        if (n < 0)
-            return vram__fail(VRAM_EHOSTMEM, "out of host memory printing options");
-        rc = write(ctx, line, (size_t)n);
-        free(line);
-    }
+    vram_buffer b = {0};
+    pthread_mutex_lock(&set_lock);
+    int rc = print_locked(&b, flags);
+    pthread_mutex_unlock(&set_lock);
+    if (!rc)
+        rc = write(ctx, b.data ? b.data : "", b.len);
+    vram_buffer_free(&b);
     return rc;
 }
