@@ -443,8 +443,6 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts)
     const vram_oom_opts *o = &taken;
     if (!rc)
         rc = check_opts(pool, o);
-    if (!rc)
-        rc = vram__oom_mkdir(o->directory);
     if (rc)
         return rc;
     watch *w = vram__calloc(1, sizeof *w);
@@ -472,6 +470,10 @@ int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts)
     if (!rc && registry_find(pool))
         rc = vram__fail(VRAM_EBUSY, "pool \"%s\" already has an OOM watch (unwatch it first)",
                         vram_pool_name(pool));
+    /* The directory once the watch is known to go ahead: a refused one
+     * leaves nothing behind. */
+    if (!rc)
+        rc = vram__oom_mkdir(o->directory);
     /* The ring first, so that at a refusal it holds the refusal too. */
     if (!rc && o->last_events) {
         rc = vram_pool_ring_attach(pool, o->last_events, &w->ring);

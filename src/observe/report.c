@@ -727,6 +727,7 @@ typedef struct file_sink {
 static int sink_write(void *ctx, const char *data, size_t len)
 {
     file_sink *s = ctx;
+    errno = 0;
     if (fwrite(data, 1, len, s->f) != len) {
         s->err = errno ? errno : EIO;
         return VRAM_EIO;

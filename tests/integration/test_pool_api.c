@@ -815,6 +815,14 @@ static void test_snapshot(void **state)
         const cJSON *pol = cJSON_GetObjectItemCaseSensitive(j, "policy");
         assert_true(cJSON_IsString(pol));
         assert_string_equal(pol->valuestring, vram_policy_name(policies[i]));
+        /* The settings name every option the placement reads. */
+        const cJSON *set = cJSON_GetObjectItemCaseSensitive(j, "settings");
+        const char *settings[] = {"alignment", "granularity", "retain_min", "retain_ratio",
+                                  "headroom", "small_size", "large_round", "map_chunk",
+                                  "huge_size", "capacity"};
+        for (size_t k = 0; k < sizeof settings / sizeof *settings; k++)
+            if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(set, settings[k])))
+                fail_msg("snapshot settings lack \"%s\"", settings[k]);
         const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(j, "blocks");
         assert_true(cJSON_IsArray(blocks));
         assert_true(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "segments")) ||

@@ -28,6 +28,7 @@
 #include "vramkit/config.h"
 #include "vramkit/error.h"
 #include "vramkit/pool.h"
+#include "vramkit/stats.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024)
@@ -435,6 +436,18 @@ static void test_create_validation(void **state)
     assert_int_equal(stats_of(b).granularity, 4096);
     assert_int_equal(vram_backend_destroy(b), 0);
     assert_int_equal(vram_backend_destroy(NULL), 0);
+    /* The getters take NULL like their siblings. */
+    assert_null(vram_backend_name(NULL));
+    assert_int_equal(vram_backend_caps(NULL), 0);
+    vram_backend_stats none = {.calls = 7};
+    vram_backend_stats_get(NULL, &none);
+    assert_int_equal(none.calls, 0);
+    assert_null(vram_pool_name(NULL));
+    assert_null(vram_pool_backend(NULL));
+    vram_pool_reset_peaks(NULL);
+    assert_int_equal(vram_pool_opts_init(NULL), VRAM_EINVAL);
+    assert_int_equal(vram_kind_parse("frames", NULL), VRAM_EINVAL);
+    assert_int_equal(vram_policy_parse("vmm", NULL), VRAM_EINVAL);
 
     /* Zeros and NULL take the configuration; a NULL name is the simulator. */
     assert_int_equal(vram_backend_create(NULL, NULL, &b), 0);

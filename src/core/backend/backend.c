@@ -178,11 +178,17 @@ int vram_backend_destroy(vram_backend *b)
     return 0;
 }
 
-const char *vram_backend_name(const vram_backend *b) { return b->ops->name; }
-unsigned vram_backend_caps(const vram_backend *b) { return b->ops->caps; }
+const char *vram_backend_name(const vram_backend *b) { return b ? b->ops->name : NULL; }
+unsigned vram_backend_caps(const vram_backend *b) { return b ? b->ops->caps : 0; }
 
 void vram_backend_stats_get(const vram_backend *b, vram_backend_stats *out)
 {
+    if (!out)
+        return;
+    if (!b) {
+        *out = (vram_backend_stats){0};
+        return;
+    }
     out->calls = atomic_load(&((vram_backend *)b)->calls);
     out->failed_calls = atomic_load(&((vram_backend *)b)->failed_calls);
     out->held_bytes = atomic_load(&((vram_backend *)b)->held);

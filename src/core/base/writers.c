@@ -1,6 +1,7 @@
-/* src/core/base/buffer.c - text collected in memory through a vram_write_fn
- * (vram_buffer, vramkit/types.h): snapshots, statistics, pages and
- * expositions built before they are handed to a slower writer. */
+/* src/core/base/writers.c - the two writers (vram_write_fn, vramkit/types.h)
+ * the library offers: one to a stdio FILE, and one collecting the text in
+ * memory (vram_buffer) for snapshots, statistics, pages and expositions
+ * built before they are handed to a slower writer. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

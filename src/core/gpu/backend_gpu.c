@@ -73,6 +73,7 @@ void vram__gpu_backend_free(vram__gpu_backend *g)
 {
     vram__u64map_destroy(&g->handles);
     vram__u64map_destroy(&g->sizes);
+    pthread_mutex_destroy(&g->maps_lock);
     vram__device_user_remove(g->dev);
     if (g->owns_dev)
         vram_device_close(g->dev);
@@ -87,12 +88,14 @@ int vram__backend_gpu_new(vram_backend_type type, const vram_backend_opts *opts,
     vram__gpu_backend *g = vram__calloc(1, sizeof *g);
     if (!g)
         return VRAM_EHOSTMEM;
+    pthread_mutex_init(&g->maps_lock, NULL);
     int rc = 0;
     if (opts && opts->device) {
         g->dev = opts->device;
     } else {
         rc = vram_device_open((int)vram_config_get()->device, NULL, &g->dev);
         if (rc) {
+            pthread_mutex_destroy(&g->maps_lock);
             free(g);
             return vram__fail_prefix(rc, "backend %s: ", name);
         }

@@ -5,6 +5,8 @@
 #define VRAM_GPU_BACKEND_GPU_H
 
 #include "backend/backend_internal.h"
+#include <pthread.h>
+
 #include "base/u64map.h"
 #include "device_internal.h"
 
@@ -14,7 +16,9 @@ typedef struct vram__gpu_backend {
     uint64_t granularity;
     /* cuda_async */
     CUmemoryPool mempool;
-    /* vmm: mapping base -> physical handle; sizes in `sizes` */
+    /* vmm: mapping base -> physical handle; sizes in `sizes`. Pools sharing
+     * the backend call it each under its own lock, so the maps have theirs. */
+    pthread_mutex_t maps_lock;
     vram__u64map handles;
     vram__u64map sizes;
     CUmemAllocationProp prop;

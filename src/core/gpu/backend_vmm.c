@@ -52,11 +52,15 @@ static int vmm_map(void *self, uint64_t addr, uint64_t size)
     }
     r = vram__cu.cuMemSetAccess((CUdeviceptr)addr, (size_t)size, &g->access, 1);
     if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g->maps_lock);
         if (vram__u64map_put(&g->handles, addr, (uint64_t)h) == 0) {
-            if (vram__u64map_put(&g->sizes, addr, size) == 0)
+            if (vram__u64map_put(&g->sizes, addr, size) == 0) {
+                pthread_mutex_unlock(&g->maps_lock);
                 return 0;
+            }
             vram__u64map_del(&g->handles, addr, NULL);
         }
+        pthread_mutex_unlock(&g->maps_lock);
         rc = VRAM_EHOSTMEM;
     } else {
         rc = vram_cuda_fail(r, "cuMemSetAccess of %s at 0x%llx", b, (unsigned long long)addr);
@@ -66,7 +70,7 @@ static int vmm_map(void *self, uint64_t addr, uint64_t size)
     return rc;
 }
 
-/* Unmap and release the mapping at `addr`. */
+/* Unmap and release the mapping at `addr` (maps_lock held). */
 static int unmap_one(vram__gpu_backend *g, uint64_t addr, uint64_t size, uint64_t h)
 {
     VRAM__CU_TRY(vram__cu.cuMemUnmap((CUdeviceptr)addr, (size_t)size), "cuMemUnmap at 0x%llx",
@@ -83,27 +87,29 @@ static int vmm_unmap(void *self, uint64_t addr, uint64_t size)
     int rc = vram__device_enter(g->dev);
     if (rc)
         return rc;
+    pthread_mutex_lock(&g->maps_lock);
     /* Check first that [addr, addr+size) is made of whole mappings. */
     for (uint64_t a = addr; a < addr + size;) {
         uint64_t n;
-        if (!vram__u64map_get(&g->sizes, a, &n) || n > addr + size - a)
+        if (!vram__u64map_get(&g->sizes, a, &n) || n > addr + size - a) {
+            pthread_mutex_unlock(&g->maps_lock);
             return vram__fail(VRAM_EINVAL,
                               "vmm: unmap of 0x%llx+%llu does not cover whole mappings (at "
                               "0x%llx); a mapping can only be unmapped whole",
                               (unsigned long long)addr, (unsigned long long)size,
                               (unsigned long long)a);
+        }
         a += n;
     }
-    for (uint64_t a = addr; a < addr + size;) {
+    for (uint64_t a = addr; a < addr + size && !rc;) {
         uint64_t n = 0, h = 0;
         vram__u64map_get(&g->sizes, a, &n);
         vram__u64map_get(&g->handles, a, &h);
         rc = unmap_one(g, a, n, h);
-        if (rc)
-            return rc;
         a += n;
     }
-    return 0;
+    pthread_mutex_unlock(&g->maps_lock);
+    return rc;
 }
 
 /* Segments (the pool's huge blocks): a virtual range of their own, mapped

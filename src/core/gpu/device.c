@@ -119,8 +119,12 @@ int vram_device_open(int index, const vram_device_opts *opts, vram_device **out)
     if (!rc)
         rc = device_setup(dev, &taken);
     if (rc) {
-        if (dev->ctx)
+        if (dev->ctx) {
             vram__cu.cuDevicePrimaryCtxRelease(dev->handle);
+            CUcontext cur = NULL; /* do not leave this thread on a released context */
+            if (vram__cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx)
+                vram__cu.cuCtxSetCurrent(NULL);
+        }
         pthread_mutex_destroy(&dev->lock);
         free(dev);
         pthread_mutex_unlock(&registry_lock);
@@ -143,15 +147,19 @@ int vram_device_close(vram_device *dev)
         pthread_mutex_unlock(&registry_lock);
         return 0;
     }
+    /* The streams and events change under the device's own lock. */
     unsigned in_use = 0;
+    pthread_mutex_lock(&dev->lock);
     for (size_t i = 0; i < dev->n_streams; i++)
         in_use += (unsigned)dev->streams[i].in_use;
-    if (dev->users || in_use || dev->events_out) {
+    unsigned events_out = dev->events_out;
+    pthread_mutex_unlock(&dev->lock);
+    if (dev->users || in_use || events_out) {
         pthread_mutex_unlock(&registry_lock);
         return vram__fail(VRAM_EBUSY,
                           "device %d is still in use: %d backend(s) or pool(s), %u stream(s) "
                           "acquired, %u event(s) out",
-                          dev->index, dev->users, in_use, dev->events_out);
+                          dev->index, dev->users, in_use, events_out);
     }
     registry[dev->index] = NULL;
     pthread_mutex_unlock(&registry_lock);

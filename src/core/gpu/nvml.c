@@ -340,6 +340,9 @@ int vram_gpu_memory_used(const char *pci_bus_id, uint64_t *used, uint64_t *total
 {
     if (!pci_bus_id || !used)
         return vram__fail(VRAM_EINVAL, "vram_gpu_memory_used: pci_bus_id and used are required");
+    *used = 0;
+    if (total)
+        *total = 0;
     nvmlDevice_t dev;
     int rc = device_by_pci(pci_bus_id, &dev);
     if (rc)

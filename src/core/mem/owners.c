@@ -53,8 +53,8 @@ int vram_owner_create(vram_pool *p, const char *name, uint64_t budget, vram_owne
 
 int vram_owner_find(vram_pool *p, const char *name, vram_owner *out)
 {
-    if (!p || !name)
-        return vram__fail(VRAM_EINVAL, "vram_owner_find: pool and name are required");
+    if (!p || !name || !out)
+        return vram__fail(VRAM_EINVAL, "vram_owner_find: pool, name and out are required");
     vram__pool_lock(p);
     int rc = VRAM_EINVAL;
     for (size_t i = 0; i < p->n_owners; i++) {

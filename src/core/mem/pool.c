@@ -25,6 +25,8 @@ const char *vram_kind_name(vram_kind kind)
 
 int vram_kind_parse(const char *name, vram_kind *out)
 {
+    if (!out)
+        return vram__fail(VRAM_EINVAL, "vram_kind_parse: out is NULL");
     for (unsigned i = 0; name && i < VRAM_KIND_COUNT; i++) {
         if (strcmp(kind_names[i], name) == 0) {
             *out = (vram_kind)i;
@@ -44,6 +46,8 @@ const char *vram_policy_name(vram_policy policy)
 
 int vram_policy_parse(const char *name, vram_policy *out)
 {
+    if (!out)
+        return vram__fail(VRAM_EINVAL, "vram_policy_parse: out is NULL");
     if (name && strcmp(name, "vmm") == 0)
         *out = VRAM_POLICY_VMM;
     else if (name && strcmp(name, "segments") == 0)
@@ -56,6 +60,8 @@ int vram_policy_parse(const char *name, vram_policy *out)
 
 int vram_pool_opts_init(vram_pool_opts *o)
 {
+    if (!o)
+        return vram__fail(VRAM_EINVAL, "vram_pool_opts_init: opts is NULL");
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_pool_opts){
@@ -522,6 +528,6 @@ int vram_pool_trim(vram_pool *p, uint64_t *released)
     return rc;
 }
 
-const char *vram_pool_name(const vram_pool *p) { return p->name; }
-vram_policy vram_pool_policy(const vram_pool *p) { return p->policy; }
-vram_backend *vram_pool_backend(const vram_pool *p) { return p->backend; }
+const char *vram_pool_name(const vram_pool *p) { return p ? p->name : NULL; }
+vram_policy vram_pool_policy(const vram_pool *p) { return p ? p->policy : VRAM_POLICY_VMM; }
+vram_backend *vram_pool_backend(const vram_pool *p) { return p ? p->backend : NULL; }

@@ -110,6 +110,7 @@ static void settings_json(vram_pool *p, vram__json *j)
     vram__json_u64(j, "granularity", p->granularity);
     vram__json_u64(j, "retain_min", p->retain_min);
     vram__json_f64(j, "retain_ratio", p->retain_ratio);
+    vram__json_f64(j, "headroom", p->headroom);
     vram__json_u64(j, "small_size", p->small_size);
     vram__json_u64(j, "large_round", p->large_round);
     vram__json_u64(j, "map_chunk", p->map_chunk * p->granularity);

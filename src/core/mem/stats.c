@@ -115,6 +115,8 @@ int vram_kind_stats_get(vram_pool *p, vram_kind kind, vram_usage_stats *out)
 
 void vram_pool_reset_peaks(vram_pool *p)
 {
+    if (!p)
+        return;
     vram__pool_lock(p);
     p->st.peak_live_bytes = p->st.live_bytes;
     p->st.peak_reserved_bytes = p->st.reserved_bytes;
@@ -239,9 +241,11 @@ int vram_pool_stats_print(vram_pool *p, vram_write_fn write, void *ctx, unsigned
         vram__pool_unlock(p);
         return vram__json_flush(&b, vram__json_done(&j), write, ctx);
     }
+    /* The text too is built under the lock and written after it. */
     vram_pool_stats s;
     vram__pool_fill_stats(p, &s);
-    out o = {write, ctx, 0};
+    vram_buffer text = {0};
+    out o = {vram_write_buffer, &text, 0};
     outf(&o, "pool \"%s\" (policy %s, backend %s)\n", p->name, vram_policy_name(p->policy),
          p->backend->ops->name);
 #define POOL_TEXT(field, type, help) TEXT_##type(&o, #field, s.field);
@@ -267,5 +271,8 @@ int vram_pool_stats_print(vram_pool *p, vram_write_fn write, void *ctx, unsigned
              (unsigned long long)s.hist_allocs[i], (unsigned long long)s.hist_live[i]);
     }
     vram__pool_unlock(p);
+    if (!o.rc)
+        o.rc = write(ctx, text.data ? text.data : "", text.len);
+    vram_buffer_free(&text);
     return o.rc;
 }

@@ -125,33 +125,39 @@ static int trace_detach(void *ctx, vram_pool *pool)
     return sink_close(ctx);
 }
 
+/* p->trace_id while a start or a stop is under way (outside the pool's
+ * lock): other starts and stops find the pool busy meanwhile. */
+#define TRACE_CHANGING UINT32_MAX
+
 int vram_pool_trace_start(vram_pool *p, const char *path)
 {
     if (!p || !path || !*path)
         return vram__fail(VRAM_EINVAL, "vram_pool_trace_start: pool and path are required");
     vram__pool_lock(p);
     int busy = p->trace_id != 0;
+    if (!busy)
+        p->trace_id = TRACE_CHANGING;
     vram__pool_unlock(p);
     if (busy)
         return vram__fail(VRAM_EBUSY, "pool \"%s\" traces already (stop it first)", p->name);
     trace_sink *s;
+    uint32_t id = 0;
     int rc = sink_open(path, &s);
-    if (rc)
-        return rc;
-    vram_listener l = {.size = sizeof l, .events = VRAM_EVENTS_ALL, .on_event = trace_event,
-                       .on_detach = trace_detach, .ctx = s};
-    uint32_t id;
-    rc = vram_pool_listen(p, &l, &id);
-    if (rc) {
-        vram__saved_error err;
-        vram__error_save(&err);
-        sink_close(s);
-        return vram__error_restore(&err, rc);
+    if (!rc) {
+        vram_listener l = {.size = sizeof l, .events = VRAM_EVENTS_ALL, .on_event = trace_event,
+                           .on_detach = trace_detach, .ctx = s};
+        rc = vram_pool_listen(p, &l, &id);
+        if (rc) {
+            vram__saved_error err;
+            vram__error_save(&err);
+            sink_close(s);
+            rc = vram__error_restore(&err, rc);
+        }
     }
     vram__pool_lock(p);
-    p->trace_id = id;
+    p->trace_id = rc ? 0 : id;
     vram__pool_unlock(p);
-    return 0;
+    return rc;
 }
 
 int vram_pool_trace_stop(vram_pool *p)
@@ -160,11 +166,20 @@ int vram_pool_trace_stop(vram_pool *p)
         return vram__fail(VRAM_EINVAL, "vram_pool_trace_stop: pool is NULL");
     vram__pool_lock(p);
     uint32_t id = p->trace_id;
-    p->trace_id = 0;
+    if (id && id != TRACE_CHANGING)
+        p->trace_id = TRACE_CHANGING;
     vram__pool_unlock(p);
     if (!id)
         return vram__fail(VRAM_EINVAL, "pool \"%s\" has no trace", p->name);
+    if (id == TRACE_CHANGING)
+        return vram__fail(VRAM_EBUSY, "pool \"%s\": its trace is being started or stopped by "
+                                      "another thread", p->name);
     int rc = vram_pool_unlisten(p, id);
+    /* Refused (VRAM_EBUSY: called from a listener), the trace goes on;
+     * otherwise it is detached, finished or not. */
+    vram__pool_lock(p);
+    p->trace_id = rc == VRAM_EBUSY ? id : 0;
+    vram__pool_unlock(p);
     return rc ? vram__fail_prefix(rc, "pool \"%s\": ", p->name) : 0;
 }
 
