@@ -9,7 +9,21 @@
  * (pkg-config names vramkit-core, vramkit-observe and vramkit-engine;
  * CMake's find_package(vramkit) targets vramkit::core, vramkit::observe and
  * vramkit::engine). vramkit/cuda_table.h, for code that calls the CUDA
- * driver itself, is not included here: it needs the CUDA toolkit. */
+ * driver itself, is not included here: it needs the CUDA toolkit.
+ *
+ * Errors and ownership, everywhere: 0 or a negative VRAM_E* code, the
+ * sentence in vram_last_error(), *out NULL on error, every create paired
+ * with its destroy (vramkit/error.h states the rules; each header its
+ * exceptions). Objects are made in this order and destroyed in the
+ * reverse one: device, backend, pool, then what uses a pool (an engine and
+ * its execution contexts, a monitor, a metrics server, an OOM watch). A
+ * device, backend, pool or engine refuses to go with VRAM_EBUSY while
+ * something made from it lives (the device: a backend or an acquired
+ * stream; the backend: a pool; the pool: a live block, such as an engine's
+ * weights; the engine: an execution context). What only watches must let go
+ * first, since nothing checks: remove a pool from a monitor or a metrics
+ * server before destroying it (an OOM watch ends with its pool), and stop a
+ * metrics server and end an OOM watch before stopping their monitor. */
 #ifndef VRAMKIT_H
 #define VRAMKIT_H
 

@@ -2,7 +2,9 @@
  * libraries export is declared VRAM_API. The libraries are built with
  * hidden visibility, so a function without it is internal to its library
  * and never reaches other programs' symbol tables (the PyTorch hook and
- * the preload library are loaded into processes vramkit did not build). */
+ * the preload library are loaded into processes vramkit did not build).
+ * Nothing here fails or owns anything: the error model is in
+ * vramkit/error.h. */
 #ifndef VRAMKIT_API_H
 #define VRAMKIT_API_H
 

@@ -15,7 +15,17 @@
  * release threshold VRAM_ASYNC_RELEASE) and "vmm" (cuMemAddressReserve, then
  * cuMemCreate + cuMemMap + cuMemSetAccess per chunk). The GPU backends have
  * real events. As with the driver, a mapping can only be unmapped whole: an
- * unmap must cover whole mappings (sim and host check this too). */
+ * unmap must cover whole mappings (sim and host check this too).
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(); *out is NULL on error. The caller destroys a backend
+ * with vram_backend_destroy(), after every pool using it (it refuses with
+ * VRAM_EBUSY before). A pool calls its backend's table on the thread of the
+ * pool call, under the pool's lock (no background thread): a backend
+ * serving several pools is called from them concurrently, so a table
+ * shared that way must be thread-safe and must not call those pools. Every
+ * built-in one may be shared (vmm keeps its table of mappings under a lock
+ * of its own). */
 #ifndef VRAMKIT_BACKEND_H
 #define VRAMKIT_BACKEND_H
 
@@ -56,9 +66,12 @@ typedef enum vram_backend_type {
 typedef struct vram_backend_ops {
     uint32_t size; /* sizeof(vram_backend_ops), set by the caller; 0 reads as this
                       version. The library reads no further than it says. */
-    const char *name;
+    const char *name; /* not copied: must outlive the backend */
     unsigned caps;
-    /* Segments. segment_alloc returns VRAM_ENOMEM when the device is full. */
+    /* Every function returns 0 or a negative VRAM_E* code and may set the
+     * sentence with vram_set_error() (the library writes one naming the call
+     * when it does not). Segments. segment_alloc returns VRAM_ENOMEM when
+     * the device is full. */
     int (*segment_alloc)(void *self, uint64_t size, vram_stream stream, uint64_t *addr);
     int (*segment_free)(void *self, uint64_t addr, uint64_t size, vram_stream stream);
     /* Reserve-then-map. Sizes and addresses are multiples of granularity. */
@@ -74,7 +87,7 @@ typedef struct vram_backend_ops {
     int (*event_query)(void *self, void *event);
     int (*event_wait)(void *self, void *event);
     void (*event_release)(void *self, void *event);
-    /* Called once by vram_backend_destroy(). */
+    /* Called once by vram_backend_destroy() (may be NULL): release self. */
     void (*destroy)(void *self);
 } vram_backend_ops;
 
@@ -87,7 +100,9 @@ typedef struct vram_backend_opts {
     uint64_t capacity;    /* sim, host: bytes the device can hand out; 0: VRAM_CAPACITY */
     uint64_t granularity; /* mapping unit; 0: VRAM_GRANULARITY (GPU: a multiple of the
                              device's granularity, which is also the least) */
-    vram_device *device;  /* cuda, cuda_async, vmm: the GPU; NULL opens device
+    vram_device *device;  /* cuda, cuda_async, vmm: the GPU (borrowed: it must
+                             outlive the backend, and its last close refuses
+                             while the backend lives); NULL opens device
                              VRAM_DEVICE for the backend's lifetime */
 } vram_backend_opts;
 
@@ -104,18 +119,26 @@ typedef struct vram_backend_stats {
 
 /* Defaults: capacity VRAM_CAPACITY, granularity VRAM_GRANULARITY, device
  * NULL. Returns 0 or VRAM_EINVAL when a variable is malformed (its default
- * is kept). */
+ * is kept) or opts is NULL. */
 VRAM_API int vram_backend_opts_init(vram_backend_opts *opts);
 
 /* Create a built-in backend by its type's name ("sim", "host", "cuda",
  * "cuda_async", "vmm"; NULL: the one VRAM_BACKEND names, "sim" by default);
- * opts may be NULL. VRAM_EINVAL for an
- * unknown name or bad options, VRAM_ENOSYS for a GPU backend where there is
- * no GPU or the library was built without CUDA. */
+ * opts may be NULL. VRAM_EINVAL for an unknown name or bad options (a
+ * granularity that is no power of two of at least 4 KiB, or a capacity
+ * below it), VRAM_ENOSYS for a GPU backend where there is no GPU or the
+ * library was built without CUDA, VRAM_EBACKEND or VRAM_ENOMEM when the
+ * driver refuses, VRAM_EHOSTMEM. Nothing is kept on error (a device opened
+ * for it is closed again). */
 VRAM_API int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_backend **out);
 
 /* Wrap a caller's table. `self` is passed to every function; `capacity` and
- * `granularity` are reported by vram_backend_stats_get() and used by pools. */
+ * `granularity` are reported by vram_backend_stats_get() and used by pools.
+ * The table is copied (as far as its size says; `name` is not); `self` is
+ * the caller's until vram_backend_destroy() hands it to ops->destroy.
+ * VRAM_EINVAL for a NULL ops or out, a bad size, or a capability without
+ * its functions (nothing is called then). VRAM_EHOSTMEM: ops->destroy(self)
+ * has been called already. *out is NULL on error. */
 VRAM_API int vram_backend_create_custom(const vram_backend_ops *ops, void *self, uint64_t capacity,
                                uint64_t granularity, vram_backend **out);
 
@@ -126,18 +149,23 @@ VRAM_API int vram_backend_type_parse(const char *name, vram_backend_type *out);
 /* Whether a type hands out GPU memory (cuda, cuda_async, vmm). */
 VRAM_API int vram_backend_type_is_gpu(vram_backend_type type);
 
-/* A backend's type, and whether it is a GPU one. */
+/* A backend's type, and whether it is a GPU one (NULL: CUSTOM, 0). */
 VRAM_API vram_backend_type vram_backend_type_of(const vram_backend *backend);
 VRAM_API int vram_backend_is_gpu(const vram_backend *backend);
 
-/* The GPU a backend draws from (borrowed: it lives as long as the backend),
- * or NULL for a backend that is not a GPU one. */
+/* The GPU a backend draws from (borrowed: it lives as long as the backend;
+ * do not close it), or NULL for a backend that is not a GPU one or NULL. */
 VRAM_API vram_device *vram_backend_device(const vram_backend *backend);
 
-/* Destroy; VRAM_EBUSY while a pool still uses the backend. */
+/* Destroy: calls ops->destroy, closes a device the backend opened itself,
+ * and frees the backend. VRAM_EBUSY (nothing changes) while a pool still
+ * uses the backend; NULL is accepted. */
 VRAM_API int vram_backend_destroy(vram_backend *backend);
 
-/* The table's name (a built-in backend's is its type's name). */
+/* The table's name (a built-in backend's is its type's name; a custom
+ * one's is the caller's string), its capabilities and its counters (NULL,
+ * 0 and zeros for a NULL backend). They read atomics and may run
+ * concurrently with the pools' calls. */
 VRAM_API const char *vram_backend_name(const vram_backend *backend);
 VRAM_API unsigned vram_backend_caps(const vram_backend *backend);
 VRAM_API void vram_backend_stats_get(const vram_backend *backend, vram_backend_stats *out);

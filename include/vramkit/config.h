@@ -4,7 +4,20 @@
  * the environment as VRAM_<NAME> (VRAM_GRANULARITY=4MiB), can be overridden by
  * vram_config_set(), and `vramkit config` prints every value with where it came
  * from. Sizes accept plain bytes or a K/M/G/T suffix (powers of 1024, "MiB"
- * and "M" alike). */
+ * and "M" alike).
+ *
+ * Errors and ownership: calls return 0 or VRAM_EINVAL (with the option, the
+ * value and the reason in vram_last_error()); a call that fails changes
+ * nothing. The configuration is the library's, process-wide and never
+ * freed; vram_config_set() copies its value. A STRING option's value (its
+ * `const char *` field, and what an *_opts_init copies out of it, such as
+ * vram_metrics_opts.address, vram_oom_opts.directory or a gpu_pci_bus_id)
+ * points to the library's copy, which stays valid for the process's life,
+ * also after vram_config_set() sets the option again (every value an
+ * option held is kept: a few bytes per call). Setting, printing and
+ * vram_config_source_of take one lock; reading a field of vram_config_get()
+ * while another thread sets that option may see the old or the new
+ * value, so set options at start-up (see vram_config_set). */
 #ifndef VRAMKIT_CONFIG_H
 #define VRAMKIT_CONFIG_H
 
@@ -143,16 +156,20 @@ typedef enum vram_config_source {
  * variable is malformed keeps its default. */
 VRAM_API int vram_config_load(void);
 
-/* The current values (loads the environment on first use). The pointer stays
- * valid for the life of the process. */
+/* The current values (loads the environment on first use; a malformed
+ * variable silently keeps its default: vram_config_load() reports it).
+ * Never NULL; the pointer, and the text of its STRING fields, stay valid
+ * for the life of the process. */
 VRAM_API const vram_config *vram_config_get(void);
 
 /* Override an option by name ("granularity" or "GRANULARITY") with a value in
- * the same syntax as the environment; value NULL forgets the override (the
- * option goes back to its variable's value, or its default). Returns 0, or
- * VRAM_EINVAL for an unknown name or a malformed value (nothing changes
- * then). Meant for start-up and tools: not synchronised with threads reading
- * the configuration. */
+ * the same syntax as the environment (copied); value NULL forgets the
+ * override (the option goes back to its variable's value, or its default).
+ * Returns 0, or VRAM_EINVAL for a NULL or unknown name or a malformed value
+ * (nothing changes then; VRAM_EHOSTMEM when a STRING value cannot be
+ * copied). Meant for start-up and tools: a thread reading the field at the
+ * same time may see the old value or the new one (the old text of a STRING
+ * option stays valid). Objects made before keep the values they took. */
 VRAM_API int vram_config_set(const char *name, const char *value);
 
 /* Where option `name` ("headroom" or "HEADROOM") got its current value: a
@@ -162,16 +179,19 @@ VRAM_API int vram_config_source_of(const char *name, vram_config_source *out);
 
 /* A size in the options' syntax: plain bytes or a K/M/G/T suffix (powers of
  * 1024; "2M", "2MiB", "1.5G", "64k"), read exactly. 0, or VRAM_EINVAL with
- * the reason ("size \"12X\" has an unknown unit (use K, M, G, T)"). */
+ * the reason ("size \"12X\" has an unknown unit (use K, M, G, T)"; also for
+ * a NULL text or out); *out is written only on success. */
 VRAM_API int vram_size_parse(const char *text, uint64_t *out);
 
 /* A byte count for people: "512 B", "24.0 MiB", "1.50 GiB", written into
- * buf (at most cap bytes with the NUL); returns buf. */
+ * buf (at most cap bytes with the NUL, cut short to fit; 32 always
+ * suffice); returns buf. Cannot fail. */
 VRAM_API char *vram_size_format(char *buf, size_t cap, uint64_t bytes);
 
 /* Print every option: name, value, source, help; as a table or, with
  * VRAM_PRINT_JSON, a JSON object (the configuration is process-wide, so no
- * object comes first). Returns 0 or the writer's error. */
+ * object comes first). Returns 0, the writer's error, VRAM_EINVAL for a
+ * NULL writer or unknown flags, or VRAM_EHOSTMEM. */
 VRAM_API int vram_config_print(vram_write_fn write, void *ctx, unsigned flags);
 
 #ifdef __cplusplus

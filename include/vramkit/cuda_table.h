@@ -16,7 +16,16 @@
  * Each entry names a function and the CUDA version of the ABI cuda.h's
  * prototype has (cuMemAlloc is cuMemAlloc_v2, version 3020): the table is
  * asked for exactly that ABI, since the newest may differ, and a pairing
- * that does not match the prototype fails to compile. */
+ * that does not match the prototype fails to compile.
+ *
+ * Errors and ownership: the loader returns 0 or VRAM_ENOSYS (no usable
+ * driver, or one lacking an entry: the sentence names it) and sets
+ * vram_last_error() again on every failing call. The table is the
+ * caller's; its pointers come from a driver vramkit never unloads, so they
+ * stay valid for the process. After a failure the entries before the
+ * missing one are filled, it is NULL and the rest are left as they were:
+ * test the loader's result, not the pointers. Calls through the table need the
+ * context current on the thread (vram_device_bind). */
 #ifndef VRAMKIT_CUDA_TABLE_H
 #define VRAMKIT_CUDA_TABLE_H
 
@@ -63,7 +72,8 @@
     }
 
 /* Evaluate a driver call; on failure record it (vram_cuda_fail) and return
- * its vramkit code from the enclosing function. */
+ * its vramkit code (VRAM_ENOMEM or VRAM_EBACKEND) from the enclosing
+ * function, which must return int and has nothing to clean up there. */
 #define VRAM_CUDA_TRY(call, ...)                                                              \
     do {                                                                                      \
         CUresult vram_cuda_r_ = (call);                                                       \

@@ -17,7 +17,17 @@
  * with the sentence in vram_last_error(); an object handed back through an
  * out-pointer is the caller's to destroy, every string and descriptor the
  * engine returns is the engine's and lives as long as it. Part of
- * libvramkit-engine. */
+ * libvramkit-engine.
+ *
+ * Ownership and threads: destroy every execution context, then the engine,
+ * then a pool given in the options (vram_engine_destroy refuses with
+ * VRAM_EBUSY while a context lives; vram_pool_destroy while the engine's
+ * weights do). The options and the model's bytes are not kept: the file or
+ * buffer may go once the load returns. A loaded engine is read-only, so
+ * its queries and the calls of different execution contexts may run on
+ * different threads at once; one execution context must be used by one
+ * thread at a time. Execution contexts may be created and destroyed from
+ * any thread at once. */
 #ifndef VRAMKIT_ENGINE_H
 #define VRAMKIT_ENGINE_H
 
@@ -69,8 +79,9 @@ typedef struct vram_engine_opts {
                              (vram_engine_info.batch says which) */
     vram_pool *pool;      /* where weights, arenas and bindings come from; NULL:
                              the engine makes its own (cpu: host backend; cuda:
-                             vmm backend on device VRAM_DEVICE). The pool must
-                             outlive the engine. */
+                             vmm backend on device VRAM_DEVICE), destroyed with
+                             it. A given pool is borrowed and must outlive the
+                             engine. */
     uint64_t alignment;   /* of every tensor in the arena; 0: 256 */
     vram_owner owner;     /* whose budget the engine's and its contexts' memory
                              counts against (VRAM_OWNER_DEFAULT: none) */
@@ -92,42 +103,53 @@ typedef struct vram_engine_opts {
  * alignment 256, workspace limit VRAM_ENGINE_WORKSPACE (the executor's),
  * TF32 VRAM_ENGINE_TF32 and CUDA graphs VRAM_ENGINE_GRAPHS (both off).
  * Returns 0 or VRAM_EINVAL when one of those variables is malformed (its
- * default is kept). */
+ * default is kept) or opts is NULL. executor is a static string. */
 VRAM_API int vram_engine_opts_init(vram_engine_opts *opts);
 
 /* Load an ONNX model from a file or from memory. VRAM_EPARSE for a
- * malformed or hostile file, VRAM_ENOSYS for an unsupported operator (named,
- * with its node), VRAM_EIO when the file cannot be read, VRAM_EINVAL for bad
- * options or inconsistent shapes; *out is NULL then. */
+ * malformed, hostile or empty file, VRAM_ENOSYS for an unsupported operator
+ * (named, with its node) or the cuda executor where it is not available,
+ * VRAM_EIO when the file cannot be read, VRAM_EINVAL for NULL arguments, bad
+ * options (an unknown executor, a pool on a backend the executor cannot
+ * use, an owner without a pool) or inconsistent shapes; the pool's errors
+ * uploading the weights (VRAM_ENOMEM, VRAM_EBUDGET, ...), VRAM_EBACKEND from
+ * the driver, cuDNN or cuBLAS, VRAM_EHOSTMEM. *out is NULL then, and
+ * nothing is kept (an own pool is destroyed; a given one has every block
+ * back). */
 VRAM_API int vram_engine_load(const char *path, const vram_engine_opts *opts, vram_engine **out);
 VRAM_API int vram_engine_load_bytes(const void *bytes, size_t len, const vram_engine_opts *opts,
                            vram_engine **out);
-/* VRAM_EBUSY while an execution context of it lives. NULL is accepted. */
+/* Free the engine, its weights and its own pool. VRAM_EBUSY (nothing
+ * changes) while an execution context of it lives. NULL is accepted. */
 VRAM_API int vram_engine_destroy(vram_engine *engine);
 
 /* A tensor's name, element type (vram_dtype) and shape at the engine's
  * batch. */
 typedef struct vram_tensor_desc {
-    const char *name; /* owned by the engine */
+    const char *name; /* owned by the engine, valid while it lives */
     int dtype;
     int rank;
     int64_t dims[VRAM_TENSOR_MAX_RANK];
     uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_tensor_desc;
 
+/* 0 for a NULL engine. */
 VRAM_API size_t vram_engine_input_count(const vram_engine *engine);
 VRAM_API size_t vram_engine_output_count(const vram_engine *engine);
-/* VRAM_EINVAL when i is out of range. */
+/* *out is the caller's. VRAM_EINVAL when i is out of range or an argument is
+ * NULL (*out not written then). */
 VRAM_API int vram_engine_input(const vram_engine *engine, size_t i, vram_tensor_desc *out);
 VRAM_API int vram_engine_output(const vram_engine *engine, size_t i, vram_tensor_desc *out);
-/* ONNX's name of a dtype ("float", "int64", ...; "type 13" for another, in
- * a buffer per thread). */
+/* ONNX's name of a dtype ("float", "int64", ...: static strings; "type 13"
+ * for another, in a buffer per thread, valid until its next such call). */
 VRAM_API const char *vram_dtype_name(int dtype);
 /* Bytes per element; 0 for a type the engine does not handle. */
 VRAM_API size_t vram_dtype_size(int dtype);
 
 /* The engine's memory, in four categories, and what one more execution
- * context costs (its arena, workspace and bindings). */
+ * context costs (its arena, workspace and bindings). This and
+ * vram_engine_info_get fill the caller's struct; VRAM_EINVAL for a NULL
+ * argument. */
 typedef struct vram_engine_memory {
     uint64_t weights_bytes;         /* initializers and folded constants, once */
     uint64_t activations_bytes;     /* one execution context's arena, as planned */
@@ -145,52 +167,69 @@ typedef struct vram_op_count {
     unsigned count;
 } vram_op_count;
 /* Fills up to `cap` entries (sorted by name), returns how many types there
- * are in *n. */
+ * are in *n. The op strings are the engine's. VRAM_EINVAL for a NULL engine
+ * or n, or a NULL out with cap > 0. */
 VRAM_API int vram_engine_op_counts(const vram_engine *engine, vram_op_count *out, size_t cap, size_t *n);
 /* Nodes of the file, nodes folded into constants at load, BatchNormalizations
  * folded into their convolution. */
 typedef struct vram_engine_info {
     int64_t opset;
-    const char *producer; /* owned by the engine */
+    const char *producer; /* owned by the engine ("" if the file names none) */
     unsigned nodes, folded_nodes, fused_batchnorms, steps;
     int64_t batch;      /* the largest batch */
-    int batch_symbolic; /* execution contexts may run at batches 1..batch */
+    int batch_symbolic; /* the model's batch is symbolic: an engine may be
+                           loaded for any batch, and its execution contexts
+                           run at batches 1..batch */
     uint64_t reserved[4]; /* room for later fields (zero) */
 } vram_engine_info;
 VRAM_API int vram_engine_info_get(const vram_engine *engine, vram_engine_info *out);
 
 /* An execution context: allocates its arena, workspace and bindings from
- * the engine's pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; nothing is
- * kept then). The caller destroys it (before the engine); destroy accepts
- * NULL. */
+ * the engine's pool (VRAM_ENOMEM / VRAM_EBUDGET from the pool; cuda: also
+ * the errors of taking a stream from the device and setting up cuDNN and
+ * cuBLAS; nothing is kept then, *out is NULL). The caller destroys it
+ * (before the engine); destroy waits for the context's stream, gives its
+ * memory and stream back, always returns 0, and accepts NULL. See above
+ * for threads. */
 VRAM_API int vram_exec_create(vram_engine *engine, vram_exec **out);
 VRAM_API int vram_exec_destroy(vram_exec *exec);
 
 /* Copy `bytes` bytes of input `i` into its binding: the element type must be
- * the input's and the byte count its size at the engine's batch (the message
- * gives both). */
+ * the input's and the byte count its size at the context's batch (the
+ * message gives both; VRAM_EINVAL, nothing copied). cpu: copied before this
+ * returns. cuda: queued on the context's stream; from pageable memory the
+ * driver has taken the bytes when this returns, but from page-locked memory
+ * `data` must stay unchanged until the next vram_exec_run returns. */
 VRAM_API int vram_exec_set_input(vram_exec *exec, size_t i, const void *data, size_t bytes);
 /* Run the next runs at `batch` (1 .. the engine's batch, when the model's
  * batch is symbolic): inputs and outputs then have that batch's sizes.
  * VRAM_EINVAL outside that range, or for another batch of a model whose
- * batch is fixed. A new execution context runs at the engine's batch. */
+ * batch is fixed (the batch is unchanged then). A new execution context
+ * runs at the engine's batch. */
 VRAM_API int vram_exec_set_batch(vram_exec *exec, int64_t batch);
 VRAM_API int64_t vram_exec_batch(const vram_exec *exec);
-/* Input or output i's name, type and shape at the execution context's batch. */
+/* Input or output i's name, type and shape at the execution context's batch.
+ * VRAM_EINVAL when i is out of range or an argument is NULL. */
 VRAM_API int vram_exec_input_desc(const vram_exec *exec, size_t i, vram_tensor_desc *out);
 VRAM_API int vram_exec_output_desc(const vram_exec *exec, size_t i, vram_tensor_desc *out);
 /* Run the model and wait for it. Allocates nothing. cuda: a value in the
  * data that makes a step invalid (a Gather index out of range, an integer
- * division by zero) is VRAM_EINVAL naming the step, found after the run. */
+ * division by zero) is VRAM_EINVAL naming the step, found after the run;
+ * VRAM_EBACKEND for a failed driver, cuDNN or cuBLAS call. After an error
+ * the outputs hold nothing to trust. */
 VRAM_API int vram_exec_run(vram_exec *exec);
 /* Output i after a run: a pointer into the execution context's binding (device memory
- * for the cuda executor), valid until the next run or destroy, and its byte
- * count. */
+ * for the cuda executor), owned by the context: its bytes hold until the
+ * next run, the pointer until destroy; and its byte count at the context's
+ * batch. VRAM_EINVAL for NULL arguments or i out of range. */
 VRAM_API int vram_exec_output(vram_exec *exec, size_t i, const void **data, size_t *bytes);
 /* Copy output i after a run into host memory: `bytes` must be its size at
- * the execution context's batch (the message gives it). */
+ * the execution context's batch (the message gives it; VRAM_EINVAL). cuda:
+ * waits for the copy on the context's stream; VRAM_EBACKEND if it fails. */
 VRAM_API int vram_exec_read_output(vram_exec *exec, size_t i, void *dst, size_t bytes);
-/* The stream a cuda execution context runs on (NULL for the cpu executor). */
+/* The stream a cuda execution context runs on (NULL for the cpu executor or
+ * a NULL context): the device's, lent for the context's life; do not
+ * release or destroy it. */
 VRAM_API vram_stream vram_exec_stream(const vram_exec *exec);
 
 #ifdef __cplusplus

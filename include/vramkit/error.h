@@ -3,7 +3,19 @@
  * Every function that can fail returns 0 or a negative VRAM_E* code. The codes
  * come from the X-macro table below, which also generates vram_strerror() and
  * vram_err_name(). The human sentence with the numbers of the last failure on
- * the calling thread is kept by vram_last_error(). */
+ * the calling thread is kept by vram_last_error().
+ *
+ * The rules every header follows unless a function says otherwise: a
+ * constructor hands its object back through an out-pointer, which is NULL
+ * on error, and the caller destroys the object with the matching
+ * *_destroy / *_stop / *_close (each accepts NULL); a call that fails
+ * changes nothing; strings and arrays passed in are copied or used only
+ * during the call, while objects passed in (a device, a backend, a pool, a
+ * monitor) are borrowed and must outlive the object that uses them;
+ * strings and descriptors handed back belong to the library and live as
+ * long as the object they came from. vram_torch_malloc returns NULL on
+ * failure (PyTorch's signature); functions returning void or a value
+ * (names, counts) cannot fail, and take no NULL object unless they say so. */
 #ifndef VRAMKIT_ERROR_H
 #define VRAMKIT_ERROR_H
 
@@ -44,11 +56,13 @@ VRAM_API const char *vram_err_name(int code);
 
 /* The sentence describing the last failure on this thread, with its numbers,
  * e.g. `budget of owner "cam07" exceeded: requested 24.0 MiB, live 230.1 of
- * 256.0 MiB`. Empty when nothing failed yet. Valid until the next failing call
- * on the same thread. */
+ * 256.0 MiB`. Empty when nothing failed yet. Never NULL: a per-thread buffer
+ * of the library, valid for the thread's life. Read it right after the call
+ * that failed: the next failing call on the thread replaces it, and some
+ * successful ones clear it (a pool call that reached its backend does). */
 VRAM_API const char *vram_last_error(void);
 
-/* Forget the last error of this thread. */
+/* Forget the last error of this thread (vram_last_error() reads ""). */
 VRAM_API void vram_clear_error(void);
 
 /* Record a failure: the formatted sentence becomes this thread's

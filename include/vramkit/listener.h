@@ -8,7 +8,8 @@
  *    event happens: record it (a trace line, a ring entry) or decide whether
  *    it deserves more. It must be quick, must not block, and must call no
  *    function of this pool (the lock is held: it would deadlock), except
- *    vram_ring_read on a ring of the same pool. Returning
+ *    vram_pool_name and vram_ring_read on a ring of the same pool; attaching
+ *    or removing a listener from it is VRAM_EBUSY. Returning
  *    VRAM_LISTENER_REPORT asks for the second step;
  *  - on_report, after the pool's lock is released, still on that thread and
  *    before the pool call returns, with the `note` on_event left and, for a
@@ -20,7 +21,15 @@
  *    thread's vram_last_error() are kept around it: nothing it does changes
  *    them.
  * Listeners are called in the order they were attached. The OOM reports of
- * vramkit/oom.h, the trace writer and the event ring are listeners. */
+ * vramkit/oom.h, the trace writer and the event ring are listeners.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(). A vram_listener is copied when attached; its ctx stays
+ * the caller's, handed back once to on_detach (when the listener is removed,
+ * when the pool is destroyed, or when vram_pool_create fails after a hook
+ * attached it), which is where to release it. A vram_ring is the pool's:
+ * freed by vram_pool_ring_detach or with its pool, after which the handle
+ * must not be used. A trace ends with vram_pool_trace_stop or its pool. */
 #ifndef VRAMKIT_LISTENER_H
 #define VRAMKIT_LISTENER_H
 
@@ -129,14 +138,19 @@ typedef struct vram_listener {
 #define VRAM_LISTENERS_MAX 16
 
 /* Attach a listener (copied); *id (may be NULL) names it for
- * vram_pool_unlisten. VRAM_EINVAL for a bad table (no on_event, a size no
- * version of vram_listener had), VRAM_ELIMIT past VRAM_LISTENERS_MAX,
- * VRAM_EBUSY from inside a listener of this pool. */
+ * vram_pool_unlisten. VRAM_EINVAL for a NULL argument or a bad table (no
+ * on_event, unknown event bits, a size no version of vram_listener had),
+ * VRAM_ELIMIT past VRAM_LISTENERS_MAX, VRAM_EBUSY from inside an on_event
+ * of this pool or any on_report on this thread. Nothing is attached, and
+ * on_detach is not called, on error. */
 VRAM_API int vram_pool_listen(vram_pool *pool, const vram_listener *listener, uint32_t *id);
 
 /* Remove a listener, after its on_report steps running on other threads
- * finish; then its on_detach runs, whose error is returned. VRAM_EINVAL for
- * an unknown id, VRAM_EBUSY from inside a listener of this pool. */
+ * finish (it polls for them with the lock released); then its on_detach
+ * runs on this thread, whose error is returned (the listener is gone all
+ * the same). VRAM_EINVAL for a NULL pool or an unknown id, VRAM_EBUSY from
+ * inside an on_event of this pool or any on_report on this thread (nothing
+ * changes then). */
 VRAM_API int vram_pool_unlisten(vram_pool *pool, uint32_t id);
 
 /* ---- the ring of the last events ---- */
@@ -156,15 +170,21 @@ typedef struct vram_ring_event {
 } vram_ring_event;
 
 /* Keep the pool's last `capacity` events (1 .. 2^24), a listener of its
- * own: each event costs a clock read and a 48-byte store under the lock.
- * The ring lives until vram_pool_ring_detach or the pool's end. */
+ * own: each event costs a clock read and an 80-byte store under the lock.
+ * The ring lives until vram_pool_ring_detach or the pool's end, which free
+ * it. Attach: VRAM_EINVAL for NULL arguments or a capacity out of range,
+ * VRAM_EHOSTMEM, and vram_pool_listen's errors; *out is NULL on error.
+ * Detach: VRAM_EINVAL for a NULL pool or ring, or a ring of another pool,
+ * and vram_pool_unlisten's errors. */
 VRAM_API int vram_pool_ring_attach(vram_pool *pool, uint32_t capacity, vram_ring **out);
 VRAM_API int vram_pool_ring_detach(vram_pool *pool, vram_ring *ring);
 
 /* Copy the ring's events, oldest first, into out[0 .. cap-1] (the newest
  * cap when it holds more); *n gets how many were copied and *total (may be
  * NULL) how many events the ring has seen. Safe from any thread, and from
- * a listener's on_event of the same pool (where the lock is held already). */
+ * a listener's on_event of the same pool (where the lock is held already),
+ * while the ring lives. VRAM_EINVAL for a NULL ring or n, or a NULL out
+ * with cap > 0. */
 VRAM_API int vram_ring_read(vram_ring *ring, vram_ring_event *out, size_t cap, size_t *n,
                    uint64_t *total);
 
@@ -174,11 +194,16 @@ VRAM_API int vram_ring_read(vram_ring *ring, vram_ring_event *out, size_t cap, s
  * (vramkit/trace.h; gzip when it ends in .gz), truncating it. Pools of one
  * process tracing to the same path share one writer, so none truncates
  * another's lines. VRAM_EIO naming the path when it cannot be created,
- * VRAM_EBUSY when the pool traces already. A failed write stops the trace
- * (logged); vram_pool_trace_stop and vram_pool_destroy then report it. */
+ * VRAM_EBUSY when the pool traces already, VRAM_EINVAL for a NULL pool or
+ * a NULL or empty path (copied), and vram_pool_listen's errors (nothing
+ * is left open then). Each event is written under the pool's lock. A
+ * failed write stops the trace (logged); vram_pool_trace_stop and
+ * vram_pool_destroy then report it. */
 VRAM_API int vram_pool_trace_start(vram_pool *pool, const char *path);
-/* 0, VRAM_EINVAL when the pool has no trace, or VRAM_EIO when the trace is
- * incomplete (a write or closing it failed). */
+/* 0, VRAM_EINVAL when the pool has no trace (or is NULL), or VRAM_EIO when
+ * the trace is incomplete (a write or closing it failed; the trace is
+ * stopped all the same). From inside a listener it is VRAM_EBUSY, and the
+ * trace then runs on until the pool is destroyed. */
 VRAM_API int vram_pool_trace_stop(vram_pool *pool);
 
 /* ---- pools made from the configuration ---- */
@@ -188,8 +213,9 @@ VRAM_API int vram_pool_trace_stop(vram_pool *pool);
  * sets): core attaches a trace when VRAM_TRACE names one; libvramkit-observe
  * registers a hook (when it is loaded) that watches pools for OOM reports
  * when VRAM_OOM_DIR names a directory. on_create runs at the end of
- * vram_pool_create; an error fails the creation (the pool is destroyed and
- * the error returned). */
+ * vram_pool_create, on the creating thread, with no lock held (it may call
+ * the pool: attach listeners); an error fails the creation (the pool is
+ * destroyed, listeners attached so far detached, and the error returned). */
 typedef struct vram_pool_hook {
     uint32_t size; /* sizeof(vram_pool_hook), set by the caller; 0 reads as this
                       version. The library reads no further than it says. */
@@ -197,8 +223,10 @@ typedef struct vram_pool_hook {
     void *ctx;
 } vram_pool_hook;
 
-/* Register a hook for the rest of the process (thread-safe; the same hook
- * twice is registered once). VRAM_ELIMIT past 8 hooks. */
+/* Register a hook for the rest of the process (thread-safe; the same hook,
+ * on_create and ctx, twice is registered once). The struct is copied; ctx
+ * must stay valid for the process: hooks are never removed. VRAM_EINVAL
+ * for a NULL hook, a bad size or no on_create, VRAM_ELIMIT past 8 hooks. */
 VRAM_API int vram_pool_hook_add(const vram_pool_hook *hook);
 
 #ifdef __cplusplus

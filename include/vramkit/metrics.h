@@ -9,9 +9,11 @@
  *    for each field of VRAM_USAGE_STATS: the pool counts per owner and per
  *    kind (not per pair), and each family sums to the pool's total;
  *    owner budgets only for owners that have one, every kind always;
- *  - vram_pool_request_size_allocs_total{pool,le} and
- *    vram_pool_request_size_live_blocks{pool,le}: the block-size histogram,
- *    cumulative like a Prometheus histogram's buckets (le in bytes, "+Inf");
+ *  - vram_pool_size_class_allocs_total{pool,up_to_bytes} and
+ *    vram_pool_size_class_live_blocks{pool,up_to_bytes}: the block-size
+ *    histogram, one series per class of requested size (up_to_bytes its
+ *    upper bound in bytes, "+Inf" for the last; not cumulative, so each
+ *    family sums to the pool's count);
  *  - from NVML, when it is there: vram_gpu_info{gpu,name} (1),
  *    vram_gpu_memory_total_bytes, _used_bytes, _free_bytes{gpu},
  *    vram_gpu_processes{gpu} and vram_gpu_process_memory_used_bytes
@@ -34,7 +36,16 @@
  * their connections, so a client that stalls half-way through its request
  * holds none of them; it is dropped after timeout_s of silence. At most
  * max_connections are open at once: more wait in the kernel's listen queue
- * until one closes. */
+ * until one closes.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(); *out is NULL on error. The caller stops a server with
+ * vram_metrics_stop(), which must not race other calls on it. Pools and the
+ * monitor are borrowed: an exposed pool must be removed (or the server
+ * stopped) before it is destroyed, and the monitor must outlive the server.
+ * The opts' pools array and PCI bus id are copied; the address is read at
+ * start only. Requests run on the server's threads and read each pool
+ * under its lock; the calls below are thread-safe. */
 #ifndef VRAMKIT_METRICS_H
 #define VRAMKIT_METRICS_H
 
@@ -55,13 +66,15 @@ typedef struct vram_metrics_opts {
                       reads as this version. The library reads no
                       further than it says. */
     /* What is exposed. */
-    vram_pool *const *pools; /* pools exposed from the start; the array is copied */
+    vram_pool *const *pools; /* pools exposed from the start; the array is copied,
+                                the pools borrowed */
     size_t n_pools;
     vram_monitor *monitor;   /* its families too; NULL: none. Must outlive the server */
     int gpu;                 /* GPUs read (vramkit/nvml.h): VRAM_GPU_ALL (default),
                                 VRAM_GPU_NONE (no NVML call, no GPU families) or
                                 an NVML index */
-    const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead */
+    const char *gpu_pci_bus_id; /* if set, the GPU at this PCI bus id instead
+                                   (copied) */
     /* The server. */
     const char *address;     /* IPv4 or IPv6 literal to bind; NULL: VRAM_METRICS_ADDRESS */
     unsigned port;           /* TCP port; 0: a free one, read with vram_metrics_port() */
@@ -72,44 +85,56 @@ typedef struct vram_metrics_opts {
                                 included, 4 KiB..1 MiB); 0: 32 KiB */
 } vram_metrics_opts;
 
-/* Defaults: no pools, no monitor, every GPU, the address and port of the
- * VRAM_METRICS_ADDRESS and VRAM_METRICS_PORT options. Returns 0 or
- * VRAM_EINVAL when one of those is malformed (the default is kept then). */
+/* Defaults: no pools, no monitor, every GPU (VRAM_METRICS_GPU), the address
+ * and port of the VRAM_METRICS_ADDRESS and VRAM_METRICS_PORT options (the
+ * address and a PCI bus id point into the configuration: vramkit/config.h).
+ * Returns 0 or VRAM_EINVAL when one of those is malformed (the default is
+ * kept then) or opts is NULL. */
 VRAM_API int vram_metrics_opts_init(vram_metrics_opts *opts);
 
 /* Write the exposition of opts' pools, GPUs and monitor through `write`,
  * without HTTP (the server's settings in opts are ignored). Each pool's
- * statistics are read under its lock, so pools may be in use meanwhile.
- * Returns 0, VRAM_EINVAL (NULL arguments, a NULL pool, two pools of one
- * name), or the error of the writer or of the monitor. */
+ * statistics are read under its lock, so pools may be in use meanwhile; the
+ * text is written afterwards, with no pool's lock held, in many calls of
+ * `write` (an error leaves what was written before). flags must be 0.
+ * Returns 0, VRAM_EINVAL (NULL arguments, flags, a bad opts.size or gpu, a
+ * NULL pool, two pools of one name), VRAM_EHOSTMEM, or the error of the
+ * writer or of the monitor. */
 VRAM_API int vram_metrics_print(const vram_metrics_opts *opts, vram_write_fn write, void *ctx,
                                 unsigned flags);
 
 typedef struct vram_metrics vram_metrics;
 
 /* Bind and start serving. On error *out is NULL and nothing runs:
- * VRAM_EINVAL (a bad address, port above 65535, limits out of range, a NULL
- * or duplicate pool), VRAM_EIO when the socket cannot be bound or the server
- * not started (the sentence names the address, the port and the reason). */
+ * VRAM_EINVAL (a NULL out, a bad address, port above 65535, limits out of
+ * range, a NULL or duplicate pool, a bad gpu), VRAM_EIO when the socket
+ * cannot be bound or the server not started (the sentence names the
+ * address, the port and the reason), VRAM_EHOSTMEM. */
 VRAM_API int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out);
 
-/* The TCP port the server listens on (the one picked when opts.port was 0). */
+/* The TCP port the server listens on (the one picked when opts.port was 0);
+ * 0 for NULL. */
 VRAM_API unsigned vram_metrics_port(const vram_metrics *server);
 
 /* Expose one more pool / stop exposing one. Adding a pool already exposed, or
  * one whose name an exposed pool has, is VRAM_EINVAL; so is removing one not
- * exposed. Once remove returns no request touches the pool, so it may be
- * destroyed; a pool must be removed (or the server stopped) before that. */
+ * exposed, and NULL arguments; add may also give VRAM_EHOSTMEM. Once remove
+ * returns no request touches the pool (it waits for those reading it), so
+ * it may be destroyed; a pool must be removed (or the server stopped)
+ * before that. Neither may be called from a vram_metrics_write writer. */
 VRAM_API int vram_metrics_add_pool(vram_metrics *server, vram_pool *pool);
 VRAM_API int vram_metrics_remove_pool(vram_metrics *server, vram_pool *pool);
 
 /* The exposition the server would answer now, through `write`. The server's
- * lock is held while `write` runs: it must not add or remove pools. */
+ * lock is held while `write` runs: it must not add or remove pools (it
+ * would deadlock). flags must be 0. Returns 0, VRAM_EINVAL (NULL arguments,
+ * flags), VRAM_EHOSTMEM, or the error of the writer or of the monitor. */
 VRAM_API int vram_metrics_write(vram_metrics *server, vram_write_fn write, void *ctx,
                                 unsigned flags);
 
 /* Stop: close the socket, finish the requests in flight, join the threads
- * and free the server. NULL is accepted. Returns 0. */
+ * and free the server (not the pools or the monitor, which stay the
+ * caller's). NULL is accepted. Returns 0. */
 VRAM_API int vram_metrics_stop(vram_metrics *server);
 
 #ifdef __cplusplus

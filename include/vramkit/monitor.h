@@ -15,7 +15,17 @@
  * runs under a pool's lock (an allocation-failure hook); sampling may not.
  *
  * Where NVML is absent a sample says so (no GPU figures, and the reason):
- * the monitor never invents a number. */
+ * the monitor never invents a number.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(). The caller stops the monitor with vram_monitor_stop()
+ * (which must not race any other call on it). Watched pools are borrowed:
+ * a pool must be removed (or the monitor stopped) before it is destroyed.
+ * The options' strings (the two paths, the PCI bus id) are copied at
+ * start. A sample read back is the caller's, freed with vram_sample_free().
+ * A monitor that a metrics server or an OOM watch uses must outlive them. A
+ * failure to write the files does not fail the sample that met it: it is
+ * logged once and vram_monitor_stop returns it. */
 #ifndef VRAMKIT_MONITOR_H
 #define VRAMKIT_MONITOR_H
 
@@ -70,8 +80,9 @@ typedef struct vram_alert {
 } vram_alert;
 
 /* Called on the sampling thread (the monitor's own, or the caller of
- * vram_monitor_sample) for each alert; the strings live for the call only.
- * It must call neither the monitor nor a watched pool. */
+ * vram_monitor_sample) for each alert, with the monitor's locks held; the
+ * alert and its strings live for the call only. It must call neither the
+ * monitor (it would deadlock) nor a watched pool. */
 typedef void (*vram_alert_fn)(void *ctx, const vram_alert *alert);
 
 typedef struct vram_monitor_opts {
@@ -81,7 +92,11 @@ typedef struct vram_monitor_opts {
     double period_s;           /* sampler thread period (> 0) */
     int manual;                /* non-zero: no thread; vram_monitor_sample() only */
     uint32_t ring_samples;     /* samples kept for reading back and the trend (>= 3) */
-    const char *csv_path;      /* write samples here as CSV; NULL/"": no */
+    const char *csv_path;      /* write samples here as CSV: a header naming the
+                                  columns (time_s, elapsed_s, iteration, pool, owner,
+                                  kind, vram_sample_pool's figures, gpu_used_bytes,
+                                  gpu_total_bytes), then per sample a row per pool,
+                                  per owner and per kind; NULL/"": no */
     const char *jsonl_path;    /* write samples and alerts as JSON Lines; NULL/"": no */
     int gpu;                   /* the GPU to read: an NVML index or VRAM_GPU_NONE
                                   (vramkit/nvml.h; the monitor reads one GPU) */
@@ -105,39 +120,52 @@ typedef struct vram_monitor_opts {
                                   across a threshold between samples does not raise
                                   it again every time */
     vram_alert_fn on_alert;    /* may be NULL */
-    void *alert_ctx;
+    void *alert_ctx;           /* the caller's: must outlive the monitor */
 } vram_monitor_opts;
 
 /* Fill opts from the configuration (VRAM_MONITOR_* and the alert options).
- * Returns 0 or VRAM_EINVAL when an environment variable is malformed. */
+ * Returns 0 or VRAM_EINVAL when an environment variable is malformed (its
+ * default is kept; a bad VRAM_MONITOR_GPU reads as none) or opts is NULL.
+ * A PCI bus id it sets points into the configuration (vramkit/config.h). */
 VRAM_API int vram_monitor_opts_init(vram_monitor_opts *opts);
 
 /* Create a monitor (opts NULL: the configuration) and, unless opts->manual,
- * start its sampling thread; the first sample is taken at once. Files named
- * in opts are created (truncated) now: VRAM_EIO naming the path if they
- * cannot be. On error *out is NULL. */
+ * start its sampling thread, which takes the first sample at once (a manual
+ * monitor takes none until asked). Files named in opts are created
+ * (truncated) now: VRAM_EIO naming the path if they cannot be. VRAM_EINVAL
+ * for a NULL out, a bad opts.size or an option out of range (the sentence
+ * names it), VRAM_EHOSTMEM (also when the thread cannot start). On error
+ * *out is NULL, and a file created already is closed (it is left on
+ * disk). */
 VRAM_API int vram_monitor_start(const vram_monitor_opts *opts, vram_monitor **out);
 
-/* Stop the thread, finish the files and free the monitor. Returns 0, or
- * VRAM_EIO if a file could not be written completely (the monitor is freed
- * anyway). NULL is accepted. */
+/* Stop the thread (waiting for a sample in progress), finish the files and
+ * free the monitor and its kept samples (copies from vram_monitor_sample_get
+ * stay the caller's). Returns 0, or VRAM_EIO if a file could not be written
+ * completely, at any time since the start (the monitor is freed anyway).
+ * NULL is accepted. */
 VRAM_API int vram_monitor_stop(vram_monitor *m);
 
 /* Watch a pool / stop watching it. Adding a pool twice, or a second pool of
  * the same name (samples, trends and alerts name pools), is VRAM_EINVAL;
- * removing one not watched is VRAM_EINVAL. Once remove returns, the monitor
+ * removing one not watched is VRAM_EINVAL (so are NULL arguments), and
+ * VRAM_EHOSTMEM when the list cannot grow. Once remove returns, the monitor
  * no longer touches the pool and forgets its alerts; its samples stay in the
- * ring. */
+ * ring (they hold copies of the names). */
 VRAM_API int vram_monitor_add_pool(vram_monitor *m, vram_pool *pool);
 VRAM_API int vram_monitor_remove_pool(vram_monitor *m, vram_pool *pool);
 
 /* Take a sample now; iteration >= 0 records the caller's iteration number
  * (the trend is then also computed per iteration), -1 means unknown. Alerts
- * are evaluated and the files written as for the thread's samples. */
+ * are evaluated and the files written as for the thread's samples. May be
+ * called while the thread runs (samples are serialised), but not under a
+ * watched pool's lock. VRAM_EINVAL for NULL, VRAM_EHOSTMEM (no sample is
+ * kept then); a file that cannot be written does not fail it (see above). */
 VRAM_API int vram_monitor_sample(vram_monitor *m, int64_t iteration);
 
-/* One sample as read back: a deep copy the caller frees with
- * vram_sample_free(). Owners with no live and no peak bytes are left out. */
+/* One sample as read back: a deep copy in one allocation (its strings and
+ * arrays included) the caller frees with vram_sample_free(), which accepts
+ * NULL. Owners with no live and no peak bytes are left out. */
 typedef struct vram_sample_owner {
     const char *owner;
     uint64_t live_bytes;
@@ -145,6 +173,10 @@ typedef struct vram_sample_owner {
     uint64_t budget_bytes; /* 0: none */
 } vram_sample_owner;
 
+/* A pool in a sample. The sample files (csv_path, jsonl_path) carry its
+ * figures but free_bytes under the members' names, as CSV columns and JSON
+ * Lines keys, and its owners and kinds as rows (CSV) or lists (JSON Lines).
+ * CSVs of versions before pending_bytes lack that column. */
 typedef struct vram_sample_pool {
     const char *pool;
     uint64_t live_bytes;
@@ -183,11 +215,13 @@ typedef struct vram_sample {
 } vram_sample;
 
 /* How many samples were taken in all (*total) and are kept in the ring
- * (*kept, at most opts.ring_samples); either may be NULL. */
+ * (*kept, at most opts.ring_samples); either may be NULL. VRAM_EINVAL for a
+ * NULL monitor. */
 VRAM_API int vram_monitor_sample_count(vram_monitor *m, uint64_t *total, uint32_t *kept);
 
 /* Copy kept sample i (0: the oldest kept, kept - 1: the newest).
- * VRAM_EINVAL for i >= kept. */
+ * VRAM_EINVAL for i >= kept or a NULL argument, VRAM_EHOSTMEM; *out is
+ * NULL on error. */
 VRAM_API int vram_monitor_sample_get(vram_monitor *m, uint32_t i, vram_sample **out);
 VRAM_API void vram_sample_free(vram_sample *s);
 
@@ -210,19 +244,26 @@ typedef struct vram_trend {
  * confidence are used when every sample in the window has an iteration;
  * otherwise the slope over time. With fewer than opts.min_samples samples in
  * the window, samples says how many there were, the slopes are NAN and
- * growing is 0. VRAM_EINVAL for a pool name never sampled. */
+ * growing is 0. VRAM_EINVAL for a NULL monitor or out, or a pool name not
+ * in the kept samples; VRAM_EHOSTMEM. *out is the caller's (on an error
+ * other than NULL arguments it holds NAN slopes and no verdict). */
 VRAM_API int vram_monitor_trend(vram_monitor *m, const char *pool, vram_trend *out);
 
-/* Alerts raised so far of a type and level (clear counts the clears). */
+/* Alerts raised so far of a type and level (clear counts the clears).
+ * VRAM_EINVAL for NULL arguments or an unknown type or level. */
 VRAM_API int vram_monitor_alert_count(vram_monitor *m, vram_alert_type type, vram_alert_level level,
                              uint64_t *out);
 
 /* The monitor's own Prometheus families (text exposition 0.0.4): samples
  * taken, sampling time, alerts raised and active, and per pool the slope of
- * live bytes, its confidence and the verdict. */
+ * live bytes, its confidence and the verdict. Built in memory under the
+ * monitor's data lock, then written in one call of `write` with no lock
+ * held. flags must be 0 (VRAM_EINVAL otherwise, and for NULL arguments);
+ * else 0, VRAM_EHOSTMEM or the writer's error. */
 VRAM_API int vram_monitor_print_metrics(vram_monitor *m, vram_write_fn write, void *ctx,
                                        unsigned flags);
 
+/* Static names ("fragmentation", "warning"; "?" for another value). */
 VRAM_API const char *vram_alert_type_name(vram_alert_type type);
 VRAM_API const char *vram_alert_level_name(vram_alert_level level);
 

@@ -12,7 +12,12 @@
  * VRAM_ENOSYS, not converted. Other valid NumPy types ('<c8', '<u2', '<U5',
  * structured dtypes, ...) are VRAM_ENOSYS too; Fortran-order arrays are
  * VRAM_ENOSYS. Anything malformed is VRAM_EPARSE with a sentence naming the
- * file and the problem with its numbers. Part of libvramkit-engine. */
+ * file and the problem with its numbers. Part of libvramkit-engine.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(). A vram_npy filled by a read is the caller's: its data
+ * is released with vram_npy_free() (it is malloc'd). Nothing passed in is
+ * kept. Every function is thread-safe on distinct arguments. */
 #ifndef VRAMKIT_NPY_H
 #define VRAMKIT_NPY_H
 
@@ -38,10 +43,11 @@ typedef struct vram_npy {
     size_t nbytes;
 } vram_npy;
 
-/* Read the .npy file at `path` into *out (zeroed first). Returns 0; or
- * VRAM_EIO (cannot open or read, with strerror), VRAM_EPARSE (malformed),
- * VRAM_ENOSYS (valid but unsupported), VRAM_EHOSTMEM, VRAM_EINVAL (NULL
- * argument). On error *out holds nothing and needs no vram_npy_free. */
+/* Read the .npy file at `path` into *out (zeroed first: an array it held is
+ * not freed, so free it before). Returns 0; or VRAM_EIO (cannot open or
+ * read, with strerror), VRAM_EPARSE (malformed), VRAM_ENOSYS (valid but
+ * unsupported), VRAM_EHOSTMEM, VRAM_EINVAL (NULL argument or empty path).
+ * On error *out holds nothing and needs no vram_npy_free. */
 VRAM_API int vram_npy_read(const char *path, vram_npy *out);
 
 /* The same for the `len` bytes of a whole .npy file in memory; `what` names

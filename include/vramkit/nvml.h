@@ -6,9 +6,15 @@
  * link NVML; it opens libnvidia-ml.so.1 with dlopen the first time one of
  * these functions is called (once per process, thread-safe) and keeps NVML
  * initialised until the process exits. Where the library cannot be loaded or
- * initialised, every function returns VRAM_ENOSYS with a sentence saying why
- * ("NVML is not available: cannot load libnvidia-ml.so.1 (...)"); a failing
- * NVML call gives VRAM_EBACKEND naming the call and NVML's own message.
+ * initialised (or in a build without the CUDA toolkit), every function but
+ * vram_gpu_parse returns VRAM_ENOSYS with a sentence saying why ("NVML is
+ * not available: cannot load libnvidia-ml.so.1 (...)"); a failing NVML call
+ * gives VRAM_EBACKEND naming the call and NVML's own message.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(). Readings go into structs the caller owns (no pointer
+ * in them points into the library); nothing is allocated that the caller
+ * must free. Every function is thread-safe.
  *
  * Indexes here are NVML's, which follow PCI bus order and ignore
  * CUDA_VISIBLE_DEVICES; CUDA's ordinals (vram_device_open) may differ. To read
@@ -38,9 +44,12 @@ typedef enum vram_gpu_pick {
 
 /* The text forms the options and the command line take: "none", "all",
  * "own", an NVML index ("0") or a PCI bus id ("0000:19:00.0", anything
- * else of the form dddd:bb:dd.f). *gpu gets the pick; *pci_bus_id (may be
- * NULL) points into `text` for a PCI bus id and is NULL otherwise.
- * VRAM_EINVAL naming the text for anything else. */
+ * else of the form dddd:bb:dd.f). *gpu gets the pick (VRAM_GPU_NONE for a
+ * PCI bus id); *pci_bus_id (may be NULL) points into `text`, so lives as
+ * long as it, for a PCI bus id and is NULL otherwise. VRAM_EINVAL naming
+ * the text for anything else, for a NULL text or gpu, and for a PCI bus id
+ * when pci_bus_id is NULL (*gpu is not set on error). Works without NVML
+ * (it calls none). */
 VRAM_API int vram_gpu_parse(const char *text, int *gpu, const char **pci_bus_id);
 
 /* The most processes one vram_gpu_memory lists (those using the most memory
@@ -79,20 +88,22 @@ VRAM_API int vram_gpu_count(int *count);
 /* Read GPU `index` (NVML's index) into *out, which the caller owns: memory
  * totals now, and the compute processes using the GPU with their memory and
  * names. VRAM_EINVAL for a NULL out or an index NVML does not have,
- * VRAM_ENOSYS without NVML, VRAM_EBACKEND if an NVML call fails. On error
- * *out holds no figures (it is zeroed, index -1). */
+ * VRAM_ENOSYS without NVML, VRAM_EBACKEND if an NVML call fails,
+ * VRAM_EHOSTMEM listing many processes. On error *out holds no figures (it
+ * is zeroed, index -1). */
 VRAM_API int vram_gpu_memory_read(int index, vram_gpu_memory *out);
 
 /* The same for the GPU at a PCI bus id ("0000:19:00.0", as
  * cuDeviceGetPCIBusId and vram_device_info.pci_bus_id give it). VRAM_EINVAL
- * for NULL arguments, VRAM_EBACKEND if NVML has no GPU there. */
+ * for NULL arguments, VRAM_ENOSYS without NVML, VRAM_EBACKEND if NVML has
+ * no GPU there or a call fails; *out is zeroed (index -1) on error. */
 VRAM_API int vram_gpu_memory_read_pci(const char *pci_bus_id, vram_gpu_memory *out);
 
 /* Device-wide used and total bytes of the GPU at a PCI bus id, now, and
  * nothing else (no process list, no names): cheap enough to poll between
  * the steps of a measurement. `total` may be NULL. VRAM_EINVAL for NULL
  * arguments, VRAM_ENOSYS without NVML, VRAM_EBACKEND if NVML has no GPU
- * there or fails. */
+ * there or fails; *used and *total are 0 on error. */
 VRAM_API int vram_gpu_memory_used(const char *pci_bus_id, uint64_t *used, uint64_t *total);
 
 #ifdef __cplusplus

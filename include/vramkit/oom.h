@@ -58,7 +58,15 @@
  * events (vramkit/listener.h). Where this library is loaded, pools made
  * with vram_pool_opts.configured_listeners (what vram_pool_opts_init sets)
  * are watched from their creation with the VRAM_OOM_* options whenever
- * VRAM_OOM_DIR names a directory. */
+ * VRAM_OOM_DIR names a directory.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(); a call that fails changes nothing. The watch is the
+ * library's: it ends with vram_pool_oom_unwatch or when its pool is
+ * destroyed, which frees it. Its options are copied (directory, PCI bus
+ * id); the monitor and the callback's ctx are borrowed and must outlive the
+ * watch. The report files are the caller's to keep or delete. Every call is
+ * thread-safe. */
 #ifndef VRAMKIT_OOM_H
 #define VRAMKIT_OOM_H
 
@@ -91,7 +99,8 @@ typedef enum vram_oom_cause {
 /* "exceeds_configured", "leak", "fragmentation", "other_processes"; "?". */
 VRAM_API const char *vram_oom_cause_name(vram_oom_cause cause);
 
-/* What a written report was, for the callback. Strings live for the call. */
+/* What a written report was, for the callback. It and its strings live
+ * for the call. */
 typedef struct vram_oom_report_info {
     const char *pool;
     const char *text_path;
@@ -106,8 +115,9 @@ typedef struct vram_oom_report_info {
 } vram_oom_report_info;
 
 /* Called on the refusing thread after a report is written, outside the
- * pool's lock. It may use the pool (a refusal there is not reported), but
- * must not unwatch it. */
+ * pool's lock, before vram_pool_alloc returns. It may use the pool (a
+ * refusal there is not reported), but must not unwatch it (VRAM_EBUSY),
+ * attach or remove listeners, or destroy the pool. */
 typedef void (*vram_oom_fn)(void *ctx, const vram_oom_report_info *info);
 
 typedef struct vram_oom_opts {
@@ -132,20 +142,26 @@ typedef struct vram_oom_opts {
 /* Fill opts from the configuration: directory VRAM_OOM_DIR (may be empty),
  * last_events VRAM_OOM_EVENTS, max_reports VRAM_OOM_MAX_REPORTS per
  * window_s 60, gpu VRAM_OOM_GPU ("own"), no monitor, no callback. Returns 0 or
- * VRAM_EINVAL when an environment variable is malformed. */
+ * VRAM_EINVAL when an environment variable is malformed (its default is
+ * kept) or opts is NULL. The directory and a PCI bus id point into the
+ * configuration (vramkit/config.h). */
 VRAM_API int vram_oom_opts_init(vram_oom_opts *opts);
 
 /* Watch a pool: from now on its refused allocations are reported. The
- * options are copied; the directory is created now (VRAM_EIO naming it and
- * why when it cannot be). VRAM_EINVAL for a missing directory or bad
- * options, VRAM_EBUSY if the pool is watched already. A watched pool's
- * allocations and frees also go into its ring of last_events (a clock read
- * and a 40-byte store each). The watch ends with vram_pool_oom_unwatch or
- * with the pool. */
+ * options are copied; the directory is created now, once the pool is known
+ * not to be watched already (VRAM_EIO naming it and why when it cannot
+ * be). VRAM_EINVAL for
+ * NULL arguments, a missing directory or bad options, VRAM_EBUSY if the
+ * pool is watched already (or when called from inside a listener),
+ * VRAM_ELIMIT when the pool has no room for the watch's two listeners,
+ * VRAM_EHOSTMEM. A watched pool's allocations and frees also go into its
+ * ring of last_events (a clock read and an 80-byte store each). The watch
+ * ends with vram_pool_oom_unwatch or with the pool. */
 VRAM_API int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts);
 
-/* Stop watching, after reports being written on other threads finish.
- * VRAM_EINVAL if the pool is not watched, VRAM_EBUSY from the callback. */
+/* Stop watching, after reports being written on other threads finish, and
+ * free the watch. VRAM_EINVAL if the pool is not watched (or is NULL),
+ * VRAM_EBUSY from the callback or any listener (the watch stays then). */
 VRAM_API int vram_pool_oom_unwatch(vram_pool *pool);
 
 typedef struct vram_oom_stats {
@@ -156,12 +172,15 @@ typedef struct vram_oom_stats {
     uint64_t reserved[4];
 } vram_oom_stats;
 
-/* The watch's counters. VRAM_EINVAL if the pool is not watched. */
+/* The watch's counters, into *out (zeroed on error too). VRAM_EINVAL if
+ * the pool is not watched, or for NULL arguments. */
 VRAM_API int vram_pool_oom_stats(vram_pool *pool, vram_oom_stats *out);
 
 /* The path of the last report's JSON ("" if none yet) into buf[0 .. cap-1],
- * NUL-terminated. VRAM_EINVAL if the pool is not watched, VRAM_ELIMIT when
- * cap is too small (the sentence gives the bytes needed; buf is then ""). */
+ * NUL-terminated: a copy, the caller's. VRAM_EINVAL if the pool is not
+ * watched, for a NULL pool, or a NULL buf with cap > 0; VRAM_ELIMIT when
+ * cap is too small (the sentence gives the bytes needed; buf is then "",
+ * and with cap 0 just the size is asked). */
 VRAM_API int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap);
 
 #ifdef __cplusplus

@@ -1,6 +1,18 @@
 /* vramkit/pool.h - the governed pool: stream-ordered allocation with owners,
  * kinds, budgets, statistics, trim and snapshots. Thread-safe: every call may
- * come from any thread.
+ * come from any thread, concurrently, but vram_pool_destroy, which must be
+ * the pool's last call (no other thread in or entering a call of it).
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error() (a refusal names the pool, the owner and the numbers);
+ * a call that fails changes nothing (vram_pool_destroy and vram_pool_trim
+ * say where they differ). The caller destroys a pool with
+ * vram_pool_destroy(), once every block is freed. A backend passed in
+ * opts.backend is borrowed: it must outlive the pool (vram_backend_destroy
+ * refuses while the pool lives); one the pool made itself is destroyed
+ * with it. Names (the pool's, owners') are copied. Every call takes the
+ * pool's lock and makes its backend calls under it; listeners' on_event
+ * runs under it too (vramkit/listener.h).
  *
  * Policies:
  *  - VRAM_POLICY_VMM (default): one reserved virtual range per size class
@@ -85,8 +97,10 @@ typedef struct vram_pool_opts {
     uint32_t size; /* sizeof(vram_pool_opts), which vram_pool_opts_init sets; 0
                       reads as this version. The library reads no
                       further than it says. */
-    const char *name;       /* in messages, snapshots and metrics; "pool" if NULL */
-    vram_backend *backend;  /* NULL: the pool creates one from VRAM_BACKEND and owns it */
+    const char *name;       /* in messages, snapshots and metrics; "pool" if NULL
+                               (copied) */
+    vram_backend *backend;  /* borrowed, must outlive the pool; NULL: the pool
+                               creates one from VRAM_BACKEND and owns it */
     vram_policy policy;
     uint64_t alignment;     /* power of two, >= 256 recommended */
     uint64_t granularity;   /* vmm mapping unit; 0: the backend's */
@@ -119,51 +133,73 @@ typedef struct vram_pool_opts {
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).
  * Returns 0 or VRAM_EINVAL when an environment variable is malformed (opts
- * then hold the defaults for it). */
+ * then hold the defaults for it) or opts is NULL. */
 VRAM_API int vram_pool_opts_init(vram_pool_opts *opts);
 
-/* Create a pool. opts may be NULL (configuration values). On error *out is
- * NULL and nothing is leaked. The pool keeps its own copies of strings. */
+/* Create a pool. opts may be NULL (configuration values). VRAM_EINVAL for
+ * a NULL out, a bad opts.size or option, or a backend that cannot serve the
+ * policy; the errors of making the default backend (VRAM_ENOSYS without a
+ * GPU, ...); VRAM_EBACKEND or VRAM_ENOMEM when the vmm policy cannot
+ * reserve its ranges; VRAM_EIO when a configured listener cannot start (a
+ * trace or an OOM directory that cannot be created); VRAM_EHOSTMEM. On
+ * error *out is NULL and nothing is leaked: listeners attached so far are
+ * detached, a default backend destroyed, a borrowed one left as it was. The
+ * pool keeps its own copies of strings. */
 VRAM_API int vram_pool_create(const vram_pool_opts *opts, vram_pool **out);
 
 /* Destroy a pool and give everything back to the backend. Refuses with
  * VRAM_EBUSY (and changes nothing) while blocks are live; the message names
- * how many and their bytes. Then every listener is detached. VRAM_EBACKEND
- * means the pool is gone but the backend refused to take some memory back
- * (it is lost to the backend); another error, that the pool is gone but a
- * listener's detach failed (VRAM_EIO: its trace could not be finished).
- * NULL is accepted. */
+ * how many and their bytes. It waits for the events of pending frees
+ * first. Then every listener is detached (each on_detach runs, last
+ * attached first; rings, traces and OOM watches end, and a vram_ring of
+ * the pool is freed), and a backend the pool made is destroyed.
+ * VRAM_EBACKEND means the pool is gone but the backend refused to take
+ * some memory back (it is lost to the backend); another error, that the
+ * pool is gone but a listener's detach failed (VRAM_EIO: its trace could
+ * not be finished). In every case but VRAM_EBUSY the handle is invalid
+ * afterwards, as are the owner names it handed out. NULL is accepted. */
 VRAM_API int vram_pool_destroy(vram_pool *pool);
 
-/* Register an owner; budget 0 means none. Names are unique per pool: creating
- * an existing name returns VRAM_EINVAL. VRAM_ELIMIT past VRAM_OWNERS_MAX. */
+/* Register an owner; budget 0 means none. The name is copied. Names are
+ * unique per pool: creating an existing name, a NULL or empty one, returns
+ * VRAM_EINVAL. VRAM_ELIMIT past VRAM_OWNERS_MAX, VRAM_EHOSTMEM. *out (may be
+ * NULL) is set on success only. Owners are never removed. */
 VRAM_API int vram_owner_create(vram_pool *pool, const char *name, uint64_t budget, vram_owner *out);
 
-/* Look an owner up by name; VRAM_EINVAL if there is none. */
+/* Look an owner up by name; VRAM_EINVAL if there is none (or pool or name
+ * is NULL; out must not be). */
 VRAM_API int vram_owner_find(vram_pool *pool, const char *name, vram_owner *out);
 
 /* Change an owner's budget (0: none). Lowering it below the owner's live
- * bytes is allowed: its next requests fail until it frees enough. */
+ * bytes is allowed: its next requests fail until it frees enough.
+ * VRAM_EINVAL for an unknown owner. */
 VRAM_API int vram_owner_set_budget(vram_pool *pool, vram_owner owner, uint64_t budget);
 
-/* Name of an owner, or NULL for an unknown id. Valid while the pool lives. */
+/* Name of an owner, or NULL for an unknown id or a NULL pool. The pool's
+ * string: valid while the pool lives. */
 VRAM_API const char *vram_owner_name(vram_pool *pool, vram_owner owner);
 
 /* Allocate `size` bytes (> 0) for `owner`, of `kind`, to be used on `stream`.
- * Errors: VRAM_EINVAL (size 0, unknown owner or kind), VRAM_EBUDGET (this
- * owner's budget would be exceeded: only this owner's request fails),
- * VRAM_ENOMEM (the backend has no more memory even after returning free
- * memory), VRAM_EHOSTMEM (block descriptors). *ptr is NULL on error, and
- * vram_last_error() holds the sentence with the numbers. */
+ * Errors: VRAM_EINVAL (NULL pool or ptr, size 0, unknown owner or kind),
+ * VRAM_EBUDGET (this owner's budget would be exceeded: only this owner's
+ * request fails), VRAM_ENOMEM (the backend has no more memory even after
+ * returning free memory), VRAM_EBACKEND (a backend call failed otherwise),
+ * VRAM_EHOSTMEM (block descriptors). *ptr is NULL on error, and
+ * vram_last_error() holds the sentence with the numbers. The block is the
+ * caller's until vram_pool_free; the pool never frees it by itself. */
 VRAM_API int vram_pool_alloc(vram_pool *pool, uint64_t size, vram_owner owner, vram_kind kind,
                     vram_stream stream, void **ptr);
 
 /* Free a block after the work queued on `stream` that uses it. NULL is a
  * no-op. VRAM_ENOTALLOC for a pointer this pool did not hand out or freed
- * already (a double free): nothing changes then. */
+ * already (a double free), VRAM_EHOSTMEM when the pool cannot track a new
+ * stream (the block stays live), VRAM_EINVAL for a NULL pool: nothing
+ * changes then. */
 VRAM_API int vram_pool_free(vram_pool *pool, void *ptr, vram_stream stream);
 
-/* Size and owner of a live block. VRAM_ENOTALLOC when ptr is not live. */
+/* Size and owner of a live block, into *out (the caller's). VRAM_ENOTALLOC
+ * when ptr is not live (NULL included), VRAM_EINVAL for a NULL pool or out;
+ * *out is not written on error. */
 typedef struct vram_block_info {
     uint64_t size;      /* bytes reserved for it (aligned) */
     uint64_t requested; /* bytes asked for */
@@ -179,15 +215,21 @@ VRAM_API int vram_pool_block_info(vram_pool *pool, const void *ptr, vram_block_i
  * does: it waits for the events of pending frees (on backends without events
  * it takes every stream's earlier work as complete), so after the work on
  * all streams is finished, freeing everything and trimming leaves nothing
- * reserved. *released (may be NULL) gets the bytes returned. Errors of the
- * backend are reported; what could not be returned stays in the pool. */
+ * reserved. *released (may be NULL) gets the bytes returned, on error too.
+ * Errors of the backend (VRAM_EBACKEND), or of an event wait, are reported;
+ * what could not be returned stays in the pool, usable. VRAM_EINVAL for a
+ * NULL pool. */
 VRAM_API int vram_pool_trim(vram_pool *pool, uint64_t *released);
 
-/* The pool's name, policy and backend. */
+/* The pool's name (its copy, valid while it lives), policy and backend
+ * (the one opts named, or the pool's own, which the caller must not
+ * destroy); NULL, VRAM_POLICY_VMM and NULL for a NULL pool. */
 VRAM_API const char *vram_pool_name(const vram_pool *pool);
 VRAM_API vram_policy vram_pool_policy(const vram_pool *pool);
 VRAM_API vram_backend *vram_pool_backend(const vram_pool *pool);
 
+/* Static names ("?" for an unknown value), and their parsers: VRAM_EINVAL
+ * for an unknown or NULL name or a NULL out (set on success only). */
 VRAM_API const char *vram_kind_name(vram_kind kind);
 /* Parse a kind name; VRAM_EINVAL if unknown. */
 VRAM_API int vram_kind_parse(const char *name, vram_kind *out);

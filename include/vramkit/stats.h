@@ -3,7 +3,14 @@
  *
  * One X-macro list per record generates the struct, the text table, the JSON
  * and the Prometheus names (vram_pool_<field>), so they never disagree. The
- * printing functions write through a caller-supplied vram_write_fn. */
+ * printing functions write through a caller-supplied vram_write_fn.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code (VRAM_EINVAL for a
+ * NULL pool or out, or an unknown owner or kind; a printer's also the
+ * writer's error, VRAM_EINVAL for a NULL writer or unknown flags, and
+ * VRAM_EHOSTMEM); the records are the caller's, filled whole under the
+ * pool's lock (so consistent with each other) and not written on error.
+ * Every call is thread-safe with the pool's other calls. */
 #ifndef VRAMKIT_STATS_H
 #define VRAMKIT_STATS_H
 
@@ -96,12 +103,14 @@ VRAM_API int vram_pool_stats_counters(vram_pool *pool, vram_pool_stats *out);
 VRAM_API int vram_owner_stats_get(vram_pool *pool, vram_owner owner, vram_usage_stats *out);
 VRAM_API int vram_kind_stats_get(vram_pool *pool, vram_kind kind, vram_usage_stats *out);
 
-/* Reset peaks to the current values (live, reserved), e.g. between runs. */
+/* Reset peaks to the current values (live, reserved), e.g. between runs.
+ * A NULL pool is ignored. */
 VRAM_API void vram_pool_reset_peaks(vram_pool *pool);
 
 /* Print the pool's statistics, every owner, every kind and the histogram: a
- * text table or, with VRAM_PRINT_JSON, one JSON object. Built under the
- * pool's lock, written after it. */
+ * text table or, with VRAM_PRINT_JSON, one JSON object. Either is built
+ * under the pool's lock and written after it (the table in one call of
+ * `write`), so the writer may be slow or call the pool. */
 VRAM_API int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *ctx,
                                    unsigned flags);
 
@@ -109,7 +118,8 @@ VRAM_API int vram_pool_stats_print(vram_pool *pool, vram_write_fn write, void *c
  * block (address, size, requested size, owner, kind, state, stream), and
  * per-owner and per-kind totals. Consistent: taken under the pool's lock. */
 /* flags: 0 (a snapshot is JSON whatever they say; VRAM_PRINT_JSON is
- * accepted). Built under the pool's lock, written after it. */
+ * accepted). Built under the pool's lock, written after it (in one call
+ * of the writer, then a newline), so the writer may call the pool. */
 VRAM_API int vram_pool_snapshot(vram_pool *pool, vram_write_fn write, void *ctx, unsigned flags);
 
 #ifdef __cplusplus

@@ -35,7 +35,15 @@
  * tensors during interpreter teardown, after any point where they could be
  * destroyed safely. PyTorch's own statistics (torch.cuda.max_memory_reserved
  * and the like) are not available under a pluggable allocator;
- * vram_torch_stats_json() gives vramkit's, e.g. through ctypes. */
+ * vram_torch_stats_json() gives vramkit's, e.g. through ctypes.
+ *
+ * Errors and ownership: PyTorch's two functions cannot return a code, so
+ * they log each failure at level error and leave its sentence in
+ * vram_last_error(); the others return 0 or a negative VRAM_E* code. The
+ * device, backend and pool of each device are the allocator's: never close
+ * or destroy them. Every function is thread-safe. In a build without the
+ * CUDA toolkit every allocation fails with VRAM_ENOSYS (logged) and no
+ * device ever has a pool. */
 #ifndef VRAMKIT_TORCH_H
 #define VRAMKIT_TORCH_H
 
@@ -60,16 +68,18 @@ extern "C" {
  * vram_last_error() and logs it at level error: a device that cannot be set
  * up (no GPU, no driver, a backend that cannot be created; the first failure
  * is remembered and repeated by every later call for that device), a device
- * index out of range, or the pool's refusal (VRAM_ENOMEM). Note that PyTorch
- * does not turn a NULL into torch.cuda.OutOfMemoryError: the failure is in
- * the log. */
+ * index out of range (VRAM_EINVAL), or the pool's refusal (VRAM_ENOMEM,
+ * VRAM_EBACKEND, VRAM_EHOSTMEM). Note that PyTorch does not turn a NULL
+ * into torch.cuda.OutOfMemoryError: the failure is in the log. */
 VRAM_API void *vram_torch_malloc(ssize_t size, int device, void *stream);
 
 /* PyTorch's free function: give back `ptr`, allocated on `device`, after the
  * work queued on `stream` (the block's allocation stream). `size` is what was
  * asked for and is not needed. NULL is a no-op (PyTorch frees the NULL of an
- * empty tensor). A pointer the device's pool did not hand out is logged at
- * level error and otherwise ignored: there is no way to report it to PyTorch. */
+ * empty tensor). A pointer the device's pool did not hand out, or a device
+ * without a pool, is logged at level error (VRAM_ENOTALLOC in
+ * vram_last_error()) and otherwise ignored: there is no way to report it to
+ * PyTorch. */
 VRAM_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream);
 
 /* Write the statistics of `device`'s pool as one JSON object (no newline)
@@ -77,17 +87,19 @@ VRAM_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream)
  * "pool", "backend", "policy", every field of VRAM_POOL_STATS (live_bytes,
  * peak_live_bytes, reserved_bytes, peak_reserved_bytes, backend_calls_total,
  * ...), the backend's counters (backend_held_bytes, backend_peak_held_bytes,
- * backend_granularity), and the device's (device_name, device_total_bytes,
+ * backend_granularity_bytes), and the device's (device_name, device_total_bytes,
  * device_free_bytes, stack_limit_bytes, or device_error)}. Not set up (yet,
  * or it failed): {"device", "ready": false, "error": the reason}. Returns 0;
  * VRAM_ELIMIT when cap is too small (buf, if cap > 0, is then ""; the message
  * gives the bytes needed; buf NULL with cap 0 asks just that); VRAM_EINVAL
- * for buf NULL with cap > 0 or a device out of range; VRAM_EHOSTMEM. */
+ * for buf NULL with cap > 0 or a device out of range; VRAM_EHOSTMEM. The
+ * text is the caller's buffer: nothing is allocated that outlives the call. */
 VRAM_API int vram_torch_stats_json(int device, char *buf, size_t cap);
 
 /* Reset the peaks of `device`'s pool to the current values (live, reserved),
  * as torch.cuda.reset_peak_memory_stats() would. VRAM_EINVAL when the device
- * has no pool (never used, or its set-up failed: the message says why). */
+ * is out of range or has no pool (never used, or its set-up failed: the
+ * message says why). */
 VRAM_API int vram_torch_reset_peaks(int device);
 
 /* The pool serving `device`, for the rest of the pool API (statistics,

@@ -7,7 +7,13 @@
  * The reader resolves each free to the allocation it ends, so replaying a
  * trace needs no pointer lookups: every allocation is given a slot (slots are
  * reused once freed, so there are as many as blocks live at once) and its free
- * names the same slot. */
+ * names the same slot.
+ *
+ * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
+ * vram_last_error(); *out is NULL on error. A vram_trace is the caller's,
+ * with every array in it, freed by vram_trace_free(); its inputs are not
+ * kept. A writer is the caller's too, freed by vram_trace_writer_close()
+ * whatever it returns. */
 #ifndef VRAMKIT_TRACE_H
 #define VRAMKIT_TRACE_H
 
@@ -49,35 +55,45 @@ typedef struct vram_trace {
     size_t unfreed_blocks;    /* allocations never freed in the trace */
 } vram_trace;
 
-/* Read a trace file, plain or gzip. On error returns VRAM_EIO (cannot open or
- * read), VRAM_EPARSE (malformed: the last error names the file, the line
- * number and the problem) or VRAM_EHOSTMEM, and *out is left NULL. The caller
- * frees the trace with vram_trace_free(). */
+/* Read a trace file, plain or gzip. On error returns VRAM_EINVAL (a NULL or
+ * empty path, a NULL out), VRAM_EIO (cannot open or read, a directory, cut
+ * short, or more than 2 GiB once decompressed), VRAM_EPARSE (malformed:
+ * the last error names the file, the line number and the problem) or
+ * VRAM_EHOSTMEM, and *out is left NULL. The caller frees the trace with
+ * vram_trace_free(). */
 VRAM_API int vram_trace_read(const char *path, vram_trace **out);
 
-/* Parse a trace already in memory (uncompressed CSV); `name` is used in error
- * messages. Same contract as vram_trace_read(). */
+/* Parse a trace already in memory (uncompressed CSV); `name` (NULL:
+ * "(trace)") is used in error messages and copied into the trace's name;
+ * `data` is not kept. Same contract as vram_trace_read() (VRAM_EINVAL also
+ * for a NULL data with len > 0). */
 VRAM_API int vram_trace_parse(const char *data, size_t len, const char *name, vram_trace **out);
 
+/* Free a trace and its arrays; NULL is accepted. */
 VRAM_API void vram_trace_free(vram_trace *trace);
 
 /* Writes events in the same format; gzip-compressed when the path ends in
  * ".gz". Not thread-safe: serialise calls (the pool writes under its lock). */
 typedef struct vram_trace_writer vram_trace_writer;
 
-/* Create or truncate `path` and write the header. VRAM_EIO on failure. */
+/* Create or truncate `path` (copied) and write the header. VRAM_EIO naming
+ * the path on failure (nothing is left open), VRAM_EINVAL for a NULL out or
+ * a NULL or empty path, VRAM_EHOSTMEM; *out is NULL on error. */
 VRAM_API int vram_trace_writer_open(const char *path, vram_trace_writer **out);
 
 /* Append one event; the time column is the current wall-clock time of day
- * (UTC). Returns 0 or VRAM_EIO. */
+ * (UTC). Returns 0, VRAM_EINVAL for a NULL writer or an unknown action, or
+ * VRAM_EIO: once a write failed, every later event and the close return
+ * VRAM_EIO too. */
 VRAM_API int vram_trace_writer_event(vram_trace_writer *w, vram_trace_action action, uint32_t thread,
                             uint64_t ptr, uint64_t size, uint64_t stream);
 
 /* Flush and close; returns 0 or VRAM_EIO if anything could not be written.
- * The writer is freed in both cases. */
+ * The writer is freed in both cases. NULL is accepted. */
 VRAM_API int vram_trace_writer_close(vram_trace_writer *w);
 
-/* The text of an action ("allocate failure"). */
+/* The text of an action ("allocate failure"; "unknown" for another value):
+ * a static string. */
 VRAM_API const char *vram_trace_action_name(vram_trace_action action);
 
 #ifdef __cplusplus
