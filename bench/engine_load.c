@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/tool_util.h"
 #include "vramkit.h"
 
 #define MAX_RUNS 64
@@ -127,25 +127,6 @@ static void spread(double *v, int n, double out[3])
     out[2] = v[n - 1];
 }
 
-static void cpu_model(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && c) {
-            c += 2;
-            c[strcspn(c, "\n")] = '\0';
-            snprintf(buf, cap, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_engine_load [--runs N] [--batch LIST] [--executor cpu|cuda] "
@@ -237,17 +218,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_engine_load: cannot write %s: %s\n", out, strerror(errno));
             return 1;
         }
-        struct utsname u;
-        uname(&u);
-        char cpu[256], date[64];
-        cpu_model(cpu, sizeof cpu);
+        char machine[400], date[64];
+        tool_machine(machine, sizeof machine);
         time_t t = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
         fprintf(f, "# Engine load: time and peak host memory\n\n"
                    "- model: `%s`, executor %s, %d runs per batch, each load in a fresh process\n"
-                   "- machine: %s, %ld cores, %s %s\n- date: %s\n- commit: %s\n"
+                   "- machine: %s\n- date: %s\n- commit: %s\n"
                    "- command: `bench_engine_load --runs %d --batch %s --executor %s %s`\n\n%s",
-                model, executor, runs, cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release,
+                model, executor, runs, machine,
                 date, commit, runs, batch_list, executor, model, table);
         fclose(f);
     }

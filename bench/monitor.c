@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 
+#include "common/tool_util.h"
 #include "vramkit.h"
 
 static const char *base_name(const char *p)
@@ -338,14 +338,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_monitor: cannot write %s or %s\n", out, jpath);
             return 1;
         }
-        char date[64];
-        struct utsname u;
-        uname(&u);
+        char machine[400], date[64];
+        tool_machine(machine, sizeof machine);
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
         fprintf(md, "# The monitor's cost: trace replay with and without it\n\n");
-        fprintf(md, "- date: %s\n- machine: %s %s (sim backend)\n- commit: %s\n", date,
-                u.sysname, u.release, commit);
+        fprintf(md, "- date: %s\n- machine: %s (sim backend)\n- commit: %s\n", date, machine,
+                commit);
         fprintf(md, "- command: `bench_monitor --runs %u --seconds %g --period %g "
                     "--stress-period %g",
                 runs, seconds, period, stress_period);

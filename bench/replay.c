@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 
+#include "common/tool_util.h"
 #include "replay/replay.h"
 #include "vramkit.h"
 
@@ -18,27 +18,6 @@ static const char *base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
-}
-
-static void cpu_model(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c += 2;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, cap, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
 }
 
 int main(int argc, char **argv)
@@ -73,15 +52,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_replay: cannot write %s or %s\n", out, jpath);
             return 1;
         }
-        char cpu[256], date[64];
-        struct utsname u;
-        uname(&u);
-        cpu_model(cpu, sizeof cpu);
+        char machine[400], date[64];
+        tool_machine(machine, sizeof machine);
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
         fprintf(md, "# Trace replay: vmm and segments policies against glibc malloc\n\n");
-        fprintf(md, "- date: %s\n- machine: %s, %s %s (no GPU: sim backend)\n- commit: %s\n",
-                date, cpu, u.sysname, u.release, commit);
+        fprintf(md, "- date: %s\n- machine: %s (no GPU: sim backend)\n- commit: %s\n", date,
+                machine, commit);
         fprintf(md, "- command: `bench_replay --runs %u", runs);
         for (int i = first_trace; i < argc; i++)
             fprintf(md, " %s", argv[i]);

@@ -1,8 +1,11 @@
 /* tools/common/tool_util.c - the command line's shared helpers (tool_util.h). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tool_util.h"
 #include "vramkit/error.h"
@@ -26,6 +29,30 @@ double tool_median_u64(uint64_t *v, unsigned n)
         return 0.0;
     qsort(v, n, sizeof *v, cmp_u64);
     return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+}
+
+void tool_machine(char *buf, size_t cap)
+{
+    char cpu[256] = "unknown CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            char *c = strchr(line, ':');
+            if (strncmp(line, "model name", 10) == 0 && c) {
+                c += 1 + strspn(c + 1, " \t");
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(cpu, sizeof cpu, "%s", c);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    struct utsname u;
+    if (uname(&u) != 0)
+        snprintf(u.sysname, sizeof u.sysname, "unknown system"), u.release[0] = '\0';
+    snprintf(buf, cap, "%s, %ld cores, %s %s", cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
+             u.release);
 }
 
 void *tool_calloc(size_t n, size_t size)

@@ -1,5 +1,6 @@
 /* tools/common/tool_util.h - what the command line's files share besides
- * the public API: a monotonic clock, a median, checked host allocation,
+ * the public API: a monotonic clock, a median, the machine's description,
+ * checked host allocation,
  * keeping the last error across clean-up, and printing a cJSON tree through
  * a vram_write_fn. */
 #ifndef VRAM_TOOLS_TOOL_UTIL_H
@@ -19,6 +20,11 @@ uint64_t tool_now_ns(void);
 
 /* The median of n values (sorts v in place); 0 for n = 0. */
 double tool_median_u64(uint64_t *v, unsigned n);
+
+/* The machine in one line for a benchmark's page: the CPU model (from
+ * /proc/cpuinfo), its online cores and the kernel, e.g. "AMD EPYC 7B13,
+ * 2 cores, Linux 6.1.0". */
+void tool_machine(char *buf, size_t cap);
 
 /* calloc that records VRAM_EHOSTMEM as the last error when it fails. */
 void *tool_calloc(size_t n, size_t size);

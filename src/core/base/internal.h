@@ -50,9 +50,6 @@ char *vram__fmt_bytes(char *buf, size_t cap, uint64_t bytes);
  * 1024. Returns 0 or VRAM_EINVAL with the reason in the last error. */
 int vram__parse_size(const char *text, uint64_t *out);
 
-/* The median of n values (sorts v in place); 0 for n = 0. */
-double vram__median_u64(uint64_t *v, unsigned n);
-
 /* Monotonic nanoseconds. */
 uint64_t vram__now_ns(void);
 

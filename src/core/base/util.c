@@ -155,20 +155,6 @@ char *vram__strdup(const char *s)
 }
 
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-double vram__median_u64(uint64_t *v, unsigned n)
-{
-    if (!n)
-        return 0.0;
-    qsort(v, n, sizeof *v, cmp_u64);
-    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
-}
-
 int vram__read_file(const char *path, const char *what, void **out, size_t *len)
 {
     *out = NULL;
