@@ -159,6 +159,13 @@ VRAM_API int vram_oom_opts_init(vram_oom_opts *opts);
  * ends with vram_pool_oom_unwatch or with the pool. */
 VRAM_API int vram_pool_oom_watch(vram_pool *pool, const vram_oom_opts *opts);
 
+/* Watch the pool as the configuration says: nothing (0) when VRAM_OOM_DIR
+ * is empty, else vram_pool_oom_watch with vram_oom_opts_init's options and
+ * its errors. Pools made with opts.configured_listeners are watched so
+ * already, by a hook this library registers when it is loaded; this is for
+ * a pool made without them (no trace, say) that should still report. */
+VRAM_API int vram_pool_oom_watch_configured(vram_pool *pool);
+
 /* Stop watching, after reports being written on other threads finish, and
  * free the watch. VRAM_EINVAL if the pool is not watched (or is NULL),
  * VRAM_EBUSY from the callback or any listener (the watch stays then). */

@@ -566,11 +566,10 @@ int vram_pool_oom_last_report(vram_pool *pool, char *buf, size_t cap)
     return 0;
 }
 
-/* Pools made from the configuration are watched when VRAM_OOM_DIR names a
- * directory; registered once, when this library is loaded. */
-static int watch_configured(void *ctx, vram_pool *pool)
+int vram_pool_oom_watch_configured(vram_pool *pool)
 {
-    (void)ctx;
+    if (!pool)
+        return vram__fail(VRAM_EINVAL, "vram_pool_oom_watch_configured: pool is NULL");
     const char *dir = vram_config_get()->oom_dir;
     if (!dir || !*dir)
         return 0;
@@ -578,6 +577,14 @@ static int watch_configured(void *ctx, vram_pool *pool)
     vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
     oo.directory = dir;
     return vram_pool_oom_watch(pool, &oo);
+}
+
+/* Pools made from the configuration are watched when VRAM_OOM_DIR names a
+ * directory; registered once, when this library is loaded. */
+static int watch_configured(void *ctx, vram_pool *pool)
+{
+    (void)ctx;
+    return vram_pool_oom_watch_configured(pool);
 }
 
 __attribute__((constructor)) static void register_configured_watch(void)

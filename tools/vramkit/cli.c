@@ -12,17 +12,6 @@ int cli_lib_error(const char *cmd, int rc)
     return 1;
 }
 
-int cli_watch_configured(vram_pool *pool)
-{
-    const char *dir = vram_config_get()->oom_dir;
-    if (!dir || !*dir)
-        return 0;
-    vram_oom_opts oo;
-    vram_oom_opts_init(&oo); /* a malformed variable keeps its default */
-    oo.directory = dir;
-    return vram_pool_oom_watch(pool, &oo);
-}
-
 int cli_backend_is_gpu(const char *name)
 {
     vram_backend_type t;

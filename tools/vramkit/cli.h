@@ -28,10 +28,6 @@ int cmd_model_sweep(int argc, char **argv);
  * returns 1. */
 int cli_lib_error(const char *cmd, int rc);
 
-/* A pool made without configured listeners (no trace of a replay's many
- * passes) still gets the OOM watch VRAM_OOM_DIR asks for. 0 or the watch's
- * error. */
-int cli_watch_configured(vram_pool *pool);
 
 /* Whether `name` names a GPU backend type (cuda, cuda_async, vmm). */
 int cli_backend_is_gpu(const char *name);

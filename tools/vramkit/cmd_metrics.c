@@ -78,7 +78,7 @@ static int replay_one(const char *path, vram_policy policy, long long events, re
         po.configured_listeners = 0; /* no trace of the replay; OOM reports as configured */
         rc = vram_pool_create(&po, &r->pool);
         if (!rc)
-            rc = cli_watch_configured(r->pool);
+            rc = vram_pool_oom_watch_configured(r->pool);
     }
     r->n_slots = t->n_slots;
     if (!rc && !(r->ptrs = calloc(t->n_slots ? t->n_slots : 1, sizeof *r->ptrs)))

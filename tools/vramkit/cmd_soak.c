@@ -274,7 +274,7 @@ static int make_pool(const soak_args *a, vram_device *dev, vram_backend **b, vra
         po.policy = a->policy;
     else if (cli_backend_is_gpu(a->backend) && strcmp(a->backend, "vmm") != 0)
         po.policy = VRAM_POLICY_SEGMENTS;
-    if ((rc = vram_pool_create(&po, pool)) == 0 && (rc = cli_watch_configured(*pool)) != 0) {
+    if ((rc = vram_pool_create(&po, pool)) == 0 && (rc = vram_pool_oom_watch_configured(*pool)) != 0) {
         tool_saved_error err;
         tool_error_save(&err);
         vram_pool_destroy(*pool);
