@@ -12,8 +12,10 @@ check=$src/scripts/check_layers.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-out=$(bash "$check" --src "$src" --lib "$build")
+rc=0
+out=$(bash "$check" --src "$src" --lib "$build" 2>&1) || rc=$?
 echo "$out"
+[ "$rc" -eq 0 ] || { echo "FAIL: the layering check exited $rc on the tree" >&2; exit 1; }
 case "$out" in "layering: ok;"*) ;; *) echo "FAIL: the tree does not pass" >&2; exit 1 ;; esac
 grep -q "libvramkit-core [0-9]" <<<"$out" || { echo "FAIL: no export count" >&2; exit 1; }
 
