@@ -2,7 +2,7 @@
  * the input reader (lines of a plain or gzip file, or of a buffer), checked
  * access to JSON members with messages that name the input, the line and the
  * JSON path, a table of interned strings, and one reader per input type
- * (report_series.c: sample series; report_docs.c: snapshots and OOM
+ * (report_series*.c: sample series; report_docs.c: snapshots and OOM
  * reports). Not part of the public API. */
 #ifndef VRAM_OBSERVE_REPORT_INTERNAL_H
 #define VRAM_OBSERVE_REPORT_INTERNAL_H

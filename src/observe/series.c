@@ -2,7 +2,8 @@
  * with its totals and the GPU's, then one row per owner and per kind with
  * their live bytes) and JSON Lines (one object per sample, alert objects
  * interleaved). The formats are the observe module's contract, which the
- * report reads (report_series.c); change them only together.
+ * report reads (report_series_csv.c, report_series_jsonl.c); change them
+ * only together.
  *
  * The CSV's columns: time_s, elapsed_s, iteration, pool, owner, kind, the
  * pool fields (series_fields.h, in its order), gpu_used_bytes,

@@ -1,8 +1,9 @@
 /* src/observe/series_fields.h - the series format's one list of pool fields:
  * the figures of each pool in a sample, as the CSV's pool columns and the
  * JSON Lines pool object's keys, in file order. The writer (series.c) and the
- * reader (report_series.c) both expand this list, so adding a field here
- * adds it to both files and to the report's reader at once.
+ * readers (report_series_csv.c, report_series_jsonl.c) expand this list, so
+ * adding a field here adds it to both files and to the report's readers at
+ * once.
  *
  * X(name, kind, header):
  *   name    the vram_sample_pool member and the field's name in both files
