@@ -146,12 +146,14 @@ if [ -n "$lib" ]; then
       found=""
       for l in ${below[$layer]}; do
         [ "$l" = "$layer" ] && continue
-        printf '%s\n' "${exports[$l]:-}" | grep -qx "$sym" && found=$l
+        # a here-string, not a pipe: grep -q leaving early would make
+        # printf fail with SIGPIPE, and pipefail the match
+        grep -qxF -- "$sym" <<<"${exports[$l]:-}" && found=$l
       done
       if [ -z "$found" ]; then
         who=""
         for l in "${layers[@]}"; do
-          printf '%s\n' "${exports[$l]:-}" | grep -qx "$sym" && who=$l
+          grep -qxF -- "$sym" <<<"${exports[$l]:-}" && who=$l
         done
         if [ -n "$who" ]; then
           fail "libvramkit-$layer references $sym of libvramkit-$who, a layer above it"
