@@ -122,7 +122,7 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
             return rc;
         name = configured;
     }
-    vram_backend_type type;
+    vram_backend_type type = VRAM_BACKEND_TYPE_SIM;
     if ((rc = vram_backend_type_parse(name, &type)))
         return rc;
     const vram_backend_ops *ops;
