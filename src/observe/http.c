@@ -1,13 +1,15 @@
 /* src/observe/http.c - the metrics server: libmicrohttpd answering
- * /metrics, /snapshot, /healthz and / from a pool of threads.
+ * /metrics, /snapshot, /healthz and / from a pool of threads, and handing
+ * the paths a library routes to http_routes.c.
  *
  * libmicrohttpd does the defensive work: its threads poll (epoll) every
  * connection, so a client that sends half a request and stalls costs a
  * socket, not a thread; a connection silent for timeout_s is closed; at most
  * max_connections are open (more wait in the kernel's listen queue until
  * one closes); a request that does not fit a connection's memory is
- * answered 431 (a URL 414) by the library itself. This file routes requests
- * and keeps the list of pools.
+ * answered 431 (a URL 414) by the library itself. This file dispatches
+ * requests, answers the server's own paths and keeps the list of pools; the
+ * routes and the families added to /metrics are http_routes.c's.
  *
  * The list is guarded by a read-write lock that a request holds (shared)
  * for as long as it reads pools, so vram_metrics_remove_pool(), which takes
@@ -26,6 +28,7 @@
 #include <microhttpd.h>
 
 #include "base/internal.h"
+#include "http_internal.h"
 #include "vramkit/log.h"
 #include "metrics_internal.h"
 #include "prom.h"
@@ -41,6 +44,8 @@ struct vram_metrics {
     int gpu;
     char *gpu_pci;
     unsigned port;
+    size_t max_body;         /* of a routed request */
+    vram__http_hooks *hooks; /* routes and added families (http_routes.c) */
     /* libmicrohttpd's messages while it starts, for the error sentence. */
     pthread_mutex_t log_lock;
     int starting;
@@ -73,10 +78,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vram_log(VRAM_LOG_DEBUG, "metrics server: %s", line);
 }
 
-/* Queue a response with `body` (len bytes). With `owned` the body is a
- * malloc'd buffer the response takes; otherwise it is copied. */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-                             char *body, size_t len, int owned)
+enum MHD_Result vram__http_reply(struct MHD_Connection *c, unsigned status, const char *type,
+                                 char *body, size_t len, int owned, const char *allow)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
@@ -87,16 +90,21 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
-    VRAM__PRINTF(3, 4);
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             char *body, size_t len, int owned)
+{
+    return vram__http_reply(c, status, type, body, len, owned, NULL);
+}
+
+enum MHD_Result vram__http_reply_text(struct MHD_Connection *c, unsigned status, const char *fmt,
+                                      ...)
 {
     char body[1200];
     va_list ap;
@@ -107,14 +115,14 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
     return reply(c, status, text_type, body, len, 0);
 }
 
-/* {"error": sentence} with status. */
-static enum MHD_Result reply_json_error(struct MHD_Connection *c, unsigned status, const char *msg)
+enum MHD_Result vram__http_reply_json_error(struct MHD_Connection *c, unsigned status,
+                                            const char *msg)
 {
     cJSON *o = cJSON_CreateObject();
     char *text = o && cJSON_AddStringToObject(o, "error", msg) ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (!text)
-        return reply_text(c, status, "%s\n", msg);
+        return vram__http_reply_text(c, status, "%s\n", msg);
     /* cJSON's buffer comes from malloc (its default hooks): the response frees it. */
     return reply(c, status, json_type, text, strlen(text), 1);
 }
@@ -126,9 +134,13 @@ static enum MHD_Result serve_metrics(vram_metrics *m, struct MHD_Connection *c)
     int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, m->gpu_pci,
                                  vram_write_buffer, &b);
     pthread_rwlock_unlock(&m->lock);
+    /* The added families after the server's own, without its lock. */
+    if (!rc)
+        rc = vram__http_write_families(m->hooks, vram_write_buffer, &b);
     if (rc) {
         free(b.data);
-        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics: %s\n", vram_last_error());
+        return vram__http_reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics: %s\n",
+                                     vram_last_error());
     }
     return reply(c, MHD_HTTP_OK, metrics_type, b.data, b.len, 1);
 }
@@ -163,29 +175,40 @@ static enum MHD_Result serve_snapshot(vram_metrics *m, struct MHD_Connection *c)
         char msg[600];
         snprintf(msg, sizeof msg, "no pool named \"%.400s\" is exposed (%zu pool%s are)", want,
                  n_pools, n_pools == 1 ? "" : "s");
-        return reply_json_error(c, MHD_HTTP_NOT_FOUND, msg);
+        return vram__http_reply_json_error(c, MHD_HTTP_NOT_FOUND, msg);
     }
     if (rc) {
         free(b.data);
-        return reply_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, vram_last_error());
+        return vram__http_reply_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, vram_last_error());
     }
     return reply(c, MHD_HTTP_OK, json_type, b.data, b.len, 1);
 }
+
+/* What *req holds for a request to one of the server's own paths, once its
+ * header is seen; a routed request holds http_routes.c's state instead. */
+static int seen;
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **req)
 {
     vram_metrics *m = cls;
+    /* A routed path, any method: http_routes.c reads the body and calls
+     * the handler. */
+    if (*req != &seen && (*req || vram__http_routed(m->hooks, url)))
+        return vram__http_serve_route(m->hooks, m->max_body, c, url, method, upload, upload_size,
+                                      req);
     /* Another method is answered at once, and the connection closed
      * without reading its body. */
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-        return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.40s is not allowed: GET or HEAD\n",
-                          method);
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        char body[200];
+        int n = snprintf(body, sizeof body, "method %.40s is not allowed: GET or HEAD\n", method);
+        return vram__http_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, text_type, body, (size_t)n, 0,
+                                "GET, HEAD");
+    }
     /* GET and HEAD: the first call comes with the header only; answering
      * on a later one, once the request is complete, keeps the connection
      * alive for the next scrape. A body (none is expected) is discarded. */
-    static int seen;
     if (!*req) {
         *req = &seen;
         return MHD_YES;
@@ -199,10 +222,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (strcmp(url, "/snapshot") == 0)
         return serve_snapshot(m, c);
     if (strcmp(url, "/healthz") == 0)
-        return reply_text(c, MHD_HTTP_OK, "ok\n");
+        return vram__http_reply_text(c, MHD_HTTP_OK, "ok\n");
     if (strcmp(url, "/") == 0)
         return reply(c, MHD_HTTP_OK, text_type, (char *)index_page, sizeof index_page - 1, 0);
-    return reply_text(c, MHD_HTTP_NOT_FOUND, "no page %.200s: / lists them\n", url);
+    return vram__http_reply_text(c, MHD_HTTP_NOT_FOUND, "no page %.200s: / lists them\n", url);
+}
+
+/* A request ends, answered or not: free what a routed one gathered. */
+static void completed(void *cls, struct MHD_Connection *c, void **req,
+                      enum MHD_RequestTerminationCode why)
+{
+    if (*req != &seen)
+        vram__http_request_free(*req);
+    *req = NULL;
 }
 
 static int check_limits(const vram_metrics_opts *o)
@@ -218,11 +250,16 @@ static int check_limits(const vram_metrics_opts *o)
         return vram__fail(VRAM_EINVAL,
                           "metrics server: %zu bytes for a request; between 4096 and 1048576",
                           o->max_header_bytes);
+    if (o->max_body_bytes && (o->max_body_bytes < 1024 || o->max_body_bytes > (16u << 20)))
+        return vram__fail(VRAM_EINVAL,
+                          "metrics server: %zu bytes for a request body; between 1024 and 16777216",
+                          o->max_body_bytes);
     return vram__metrics_check_gpu(o->gpu, o->gpu_pci_bus_id);
 }
 
 static void destroy(vram_metrics *m)
 {
+    vram__http_hooks_destroy(m->hooks);
     pthread_rwlock_destroy(&m->lock);
     pthread_mutex_destroy(&m->log_lock);
     free(m->pools);
@@ -272,6 +309,11 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
     pthread_mutex_init(&m->log_lock, NULL);
     m->monitor = opts->monitor;
     m->gpu = opts->gpu;
+    m->max_body = opts->max_body_bytes ? opts->max_body_bytes : 64 * 1024;
+    if (!(m->hooks = vram__http_hooks_create())) {
+        destroy(m);
+        return VRAM_EHOSTMEM;
+    }
     if (opts->gpu_pci_bus_id && !(m->gpu_pci = vram__strdup(opts->gpu_pci_bus_id))) {
         destroy(m);
         return VRAM_EHOSTMEM;
@@ -300,7 +342,8 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
     };
     m->daemon = MHD_start_daemon(
         flags, (uint16_t)opts->port, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
-        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, m, MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_CONNECTION_LIMIT, max_conn,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem,
         MHD_OPTION_ARRAY, extra, MHD_OPTION_END);
     pthread_mutex_lock(&m->log_lock);
@@ -322,6 +365,8 @@ int vram_metrics_start(const vram_metrics_opts *opts, vram_metrics **out)
 }
 
 unsigned vram_metrics_port(const vram_metrics *m) { return m ? m->port : 0; }
+
+vram__http_hooks *vram__metrics_hooks(vram_metrics *m) { return m->hooks; }
 
 int vram_metrics_add_pool(vram_metrics *m, vram_pool *pool)
 {
@@ -380,7 +425,7 @@ int vram_metrics_write(vram_metrics *m, vram_write_fn write, void *ctx, unsigned
     int rc = vram__metrics_print(m->pools, m->n_pools, m->monitor, m->gpu, m->gpu_pci, write,
                                  ctx);
     pthread_rwlock_unlock(&m->lock);
-    return rc;
+    return rc ? rc : vram__http_write_families(m->hooks, write, ctx);
 }
 
 int vram_metrics_stop(vram_metrics *m)

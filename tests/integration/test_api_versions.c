@@ -140,6 +140,25 @@ static void test_other_sizes(void **state)
     assert_int_equal(vram_monitor_start(&mo, &m), 0);
     assert_int_equal(vram_monitor_stop(m), 0);
 
+    /* The metrics server's options from before max_body_bytes: the default
+     * limit is used, not what lies beyond the size (which is out of range). */
+    vram_metrics_opts xo;
+    assert_int_equal(vram_metrics_opts_init(&xo), 0);
+    assert_int_equal(xo.size, sizeof xo);
+    assert_int_equal(xo.max_body_bytes, 0);
+    xo.address = "127.0.0.1";
+    xo.port = 0;
+    xo.gpu = VRAM_GPU_NONE;
+    xo.max_body_bytes = 5;
+    vram_metrics *xm;
+    assert_int_equal(vram_metrics_start(&xo, &xm), VRAM_EINVAL);
+    xo.size = (uint32_t)offsetof(vram_metrics_opts, max_body_bytes);
+    assert_int_equal(vram_metrics_start(&xo, &xm), 0);
+    assert_int_equal(vram_metrics_stop(xm), 0);
+    xo.size = sizeof xo + 8;
+    assert_int_equal(vram_metrics_start(&xo, &xm), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "vram_metrics_opts: size"));
+
     vram_report_opts ro;
     assert_int_equal(vram_report_opts_init(&ro), 0);
     assert_int_equal(ro.size, sizeof ro);

@@ -20,6 +20,18 @@
  *    the pool, another adds and removes a pool and a monitor samples the
  *    pool on its own thread: every answer is 200 and a whole exposition
  *    with the monitor's families, counters never go back;
+ *  - routes of a library above: GET, POST (Content-Length and chunked),
+ *    DELETE and HEAD reach the handler with their path, query argument,
+ *    header and body, its status, content type and Allow come back; a body
+ *    at the limit is taken, one past it 413 with a sentence (the handler not
+ *    called), chunks going on past 16 times the limit cut off; a failing handler 500 with its sentence (or its code), a bad
+ *    status 500; prefixes malformed, reserved, routed or nested refused,
+ *    the limit of routes; a handler unrouting itself refused; unrouted, the
+ *    path is 404; unroute waits for a handler in flight; stop with routes;
+ *  - families of a library above: after the server's own, label values
+ *    escaped, promtool accepts them, in vram_metrics_write too; a failing
+ *    writer 500s the scrape; removed, gone; removed and freed again and
+ *    again while 4 threads scrape: every answer whole;
  *  - start errors: bad address, port, limits, duplicate pools, a port in
  *    use (VRAM_EIO naming it), and the VRAM_METRICS_* options.
  * VRAM_TEST_QUICK (sanitizer builds) makes the concurrent part smaller. */
@@ -683,6 +695,537 @@ static void test_concurrent(void **state)
     drop_pool(&extra);
 }
 
+/* ---- routes and families of a library above ---- */
+
+/* A request with a body (Content-Length, or chunked in pieces of 700
+ * bytes), on a connection of its own. */
+static resp request_body(unsigned port, const char *method, const char *path, const char *body,
+                         size_t len, int chunked)
+{
+    size_t cap = len * 2 + 1024;
+    char *req = malloc(cap);
+    int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\n", method, path);
+    size_t at = (size_t)n;
+    if (!chunked) {
+        at += (size_t)snprintf(req + at, cap - at, "Content-Length: %zu\r\n\r\n", len);
+        memcpy(req + at, body, len);
+        at += len;
+    } else {
+        at += (size_t)snprintf(req + at, cap - at, "Transfer-Encoding: chunked\r\n\r\n");
+        for (size_t off = 0; off < len; off += 700) {
+            size_t k = len - off < 700 ? len - off : 700;
+            at += (size_t)snprintf(req + at, cap - at, "%zx\r\n", k);
+            memcpy(req + at, body + off, k);
+            at += k;
+            memcpy(req + at, "\r\n", 2);
+            at += 2;
+        }
+        memcpy(req + at, "0\r\n\r\n", 5);
+        at += 5;
+    }
+    resp r = raw_request(port, req, at);
+    free(req);
+    return r;
+}
+
+/* The "error" sentence of a JSON answer (a static copy; "" when none). */
+static const char *json_error(const resp *r)
+{
+    static char msg[1200];
+    msg[0] = '\0';
+    cJSON *j = cJSON_Parse(r->body);
+    cJSON *e = cJSON_GetObjectItem(j, "error");
+    if (cJSON_IsString(e))
+        snprintf(msg, sizeof msg, "%s", e->valuestring);
+    cJSON_Delete(j);
+    return msg;
+}
+
+typedef struct route_ctx {
+    vram_metrics *server;
+    uint32_t id;
+    atomic_int self_unroute; /* what unrouting its own route from the handler gave */
+    atomic_int calls, running;
+    int sleep_ms;     /* on /slow/... */
+} route_ctx;
+
+/* The control API of a stream service, in small: echoes what it got. */
+static int streams_api(void *ctx, const vram_http_request *req, vram_http_response *out)
+{
+    route_ctx *x = ctx;
+    atomic_fetch_add(&x->calls, 1);
+    atomic_fetch_add(&x->running, 1);
+    int rc = 0;
+    if (x->sleep_ms) {
+        struct timespec ts = {0, (long)x->sleep_ms * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (strcmp(req->path, "/streams/fail") == 0) {
+        rc = vram_set_error(VRAM_EIO, "stream \"fail\" cannot start: no decoder for its codec");
+    } else if (strcmp(req->path, "/streams/quiet") == 0) {
+        vram_clear_error();
+        rc = VRAM_EBUSY;
+    } else if (strcmp(req->path, "/streams/bad-status") == 0) {
+        out->status = 42;
+    } else if (strcmp(req->path, "/streams/self") == 0) {
+        atomic_store(&x->self_unroute, vram_metrics_unroute(x->server, x->id));
+        out->status = 204;
+    } else if (strcmp(req->method, "PUT") == 0) {
+        out->status = 405;
+        out->allow = "GET, POST, DELETE";
+        out->content_type = "text/plain; charset=utf-8";
+        out->body = strdup("PUT is not how streams change\n");
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "method", req->method);
+        cJSON_AddStringToObject(o, "path", req->path);
+        cJSON_AddStringToObject(o, "body", req->body);
+        cJSON_AddNumberToObject(o, "body_len", (double)req->body_len);
+        const char *v = req->arg(req, "verbose");
+        if (v)
+            cJSON_AddStringToObject(o, "verbose", v);
+        const char *t = req->header(req, "content-type");
+        if (t)
+            cJSON_AddStringToObject(o, "content_type", t);
+        out->body = cJSON_PrintUnformatted(o); /* malloc'd: the server frees it */
+        cJSON_Delete(o);
+        if (strcmp(req->method, "POST") == 0)
+            out->status = 201;
+    }
+    atomic_fetch_sub(&x->running, 1);
+    return rc;
+}
+
+static int other_api(void *ctx, const vram_http_request *req, vram_http_response *out)
+{
+    out->content_type = "text/plain";
+    out->body = strdup("other\n");
+    return 0;
+}
+
+static void small_bodies(vram_metrics_opts *o)
+{
+    o->max_body_bytes = 1024;
+    o->threads = 4;
+}
+
+/* Field `key` of the JSON body of r, as a string ("" when absent). */
+static const char *field(const resp *r, const char *key)
+{
+    static char v[4096];
+    v[0] = '\0';
+    cJSON *j = cJSON_Parse(r->body);
+    cJSON *f = cJSON_GetObjectItem(j, key);
+    if (cJSON_IsString(f))
+        snprintf(v, sizeof v, "%s", f->valuestring);
+    else if (cJSON_IsNumber(f))
+        snprintf(v, sizeof v, "%.0f", f->valuedouble);
+    cJSON_Delete(j);
+    return v;
+}
+
+static void test_routes(void **state)
+{
+    vram_metrics *m = start(NULL, 0, small_bodies);
+    unsigned port = vram_metrics_port(m);
+    route_ctx x = {.server = m};
+    assert_int_equal(vram_metrics_route(m, "/streams", streams_api, &x, &x.id), 0);
+    assert_true(x.id > 0);
+
+    /* GET, with a query argument. */
+    resp r = request(port, "GET", "/streams?verbose=yes&x=1");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(header(&r, "Content-Type"), "application/json");
+    assert_string_equal(field(&r, "method"), "GET");
+    assert_string_equal(field(&r, "path"), "/streams");
+    assert_string_equal(field(&r, "verbose"), "yes");
+    assert_string_equal(field(&r, "body"), "");
+    resp_free(&r);
+    r = request(port, "GET", "/streams?verbose");
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "verbose")); /* no value: NULL */
+    resp_free(&r);
+    /* POST with a JSON body, as Content-Length and chunked. */
+    const char *add = "{\"id\":\"cam1\",\"url\":\"rtsp://10.0.0.7/main\"}";
+    for (int chunked = 0; chunked < 2; chunked++) {
+        r = request_body(port, "POST", "/streams", add, strlen(add), chunked);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(field(&r, "body"), add);
+        assert_string_equal(field(&r, "content_type"), "application/json");
+        assert_null(strstr(r.body, "verbose"));
+        resp_free(&r);
+    }
+    /* DELETE of one stream: the path under the prefix, percent-decoded. */
+    r = request(port, "DELETE", "/streams/cam%201");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(field(&r, "method"), "DELETE");
+    assert_string_equal(field(&r, "path"), "/streams/cam 1");
+    resp_free(&r);
+    /* HEAD: the handler's status, no body. */
+    r = request(port, "HEAD", "/streams");
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 0);
+    resp_free(&r);
+    /* The handler's own 405, Allow and content type. */
+    r = request(port, "PUT", "/streams/cam1");
+    assert_int_equal(r.status, 405);
+    assert_string_equal(header(&r, "Allow"), "GET, POST, DELETE");
+    assert_string_equal(header(&r, "Content-Type"), "text/plain; charset=utf-8");
+    assert_string_equal(r.body, "PUT is not how streams change\n");
+    resp_free(&r);
+    /* Not under the prefix: the server's answers. */
+    r = request(port, "GET", "/streamsx");
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    r = request(port, "POST", "/metrics");
+    assert_int_equal(r.status, 405);
+    assert_string_equal(header(&r, "Allow"), "GET, HEAD");
+    resp_free(&r);
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    /* Keep-alive across a POST with a body and a GET. */
+    char two[512];
+    int n2 = snprintf(two, sizeof two,
+                      "POST /streams HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s"
+                      "GET /streams/cam2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                      strlen(add), add);
+    r = raw_request(port, two, (size_t)n2);
+    assert_non_null(strstr(r.raw, "HTTP/1.1 201"));
+    assert_non_null(strstr(r.raw, "\"path\":\"/streams/cam2\""));
+    assert_false(r.timed_out);
+    resp_free(&r);
+
+    /* Bodies: up to the limit (1 KiB here) taken whole, past it 413. */
+    char *big = malloc(4096);
+    memset(big, 'b', 4096);
+    for (int chunked = 0; chunked < 2; chunked++) {
+        r = request_body(port, "POST", "/streams", big, 1024, chunked);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(field(&r, "body_len"), "1024");
+        resp_free(&r);
+        int before = atomic_load(&x.calls);
+        r = request_body(port, "POST", "/streams", big, chunked ? 4096 : 1025, chunked);
+        assert_int_equal(r.status, 413);
+        assert_string_equal(header(&r, "Content-Type"), "application/json");
+        if (!strstr(json_error(&r), "over the server's limit of 1024"))
+            fail_msg("413 without its sentence: %s", r.body);
+        assert_int_equal(atomic_load(&x.calls), before); /* the handler never saw it */
+        resp_free(&r);
+    }
+    /* Chunks going on past 16 times the limit: cut off, unanswered. */
+    big = realloc(big, 40 * 1024);
+    memset(big, 'b', 40 * 1024);
+    r = request_body(port, "POST", "/streams", big, 40 * 1024, 1);
+    assert_int_equal(r.status, 0);
+    assert_false(r.timed_out);
+    resp_free(&r);
+    free(big);
+    r = request(port, "GET", "/streams");
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+
+    /* A failing handler: 500 with its sentence; without one, the code. */
+    r = request(port, "POST", "/streams/fail");
+    assert_int_equal(r.status, 500);
+    assert_string_equal(json_error(&r), "stream \"fail\" cannot start: no decoder for its codec");
+    resp_free(&r);
+    r = request(port, "GET", "/streams/quiet");
+    assert_int_equal(r.status, 500);
+    assert_non_null(strstr(json_error(&r), "VRAM_EBUSY"));
+    resp_free(&r);
+    r = request(port, "GET", "/streams/bad-status");
+    assert_int_equal(r.status, 500);
+    assert_non_null(strstr(json_error(&r), "status 42"));
+    resp_free(&r);
+
+    /* Prefixes refused. */
+    uint32_t id = 7;
+    static const char *const refused[] = {
+        "/streams", "/streams/cam1", "/", "/metrics", "/metrics/streams", "/snapshot",
+        "/healthz", "streams", "/a/", "/a//b", "/a?b", "/a b", "/a%20b", "/a\nb", "",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        if (vram_metrics_route(m, refused[i], other_api, NULL, &id) != VRAM_EINVAL)
+            fail_msg("prefix \"%s\" was taken", refused[i]);
+        assert_int_equal(id, 0);
+    }
+    assert_int_equal(vram_metrics_route(m, "/streams", other_api, NULL, &id), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "routed already"));
+    assert_int_equal(vram_metrics_route(m, "/metrics", other_api, NULL, &id), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "own path /metrics"));
+    assert_int_equal(vram_metrics_route(NULL, "/x", other_api, NULL, &id), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_route(m, NULL, other_api, NULL, &id), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_route(m, "/x", NULL, NULL, &id), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_route(m, "/x", other_api, NULL, NULL), VRAM_EINVAL);
+    /* A second route beside it, up to the limit. */
+    uint32_t ids[VRAM_METRICS_ROUTES_MAX];
+    for (int i = 0; i < VRAM_METRICS_ROUTES_MAX - 1; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "/other%d", i);
+        assert_int_equal(vram_metrics_route(m, p, other_api, NULL, &ids[i]), 0);
+    }
+    assert_int_equal(vram_metrics_route(m, "/one-too-many", other_api, NULL, &id), VRAM_ELIMIT);
+    r = request(port, "GET", "/other3/x");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "other\n");
+    resp_free(&r);
+    for (int i = 0; i < VRAM_METRICS_ROUTES_MAX - 1; i++)
+        assert_int_equal(vram_metrics_unroute(m, ids[i]), 0);
+
+    /* A handler unrouting its own route is refused, not stuck. */
+    r = request(port, "GET", "/streams/self");
+    assert_int_equal(r.status, 204);
+    assert_int_equal(atomic_load(&x.self_unroute), VRAM_EBUSY);
+    resp_free(&r);
+
+    /* Unrouted: the server's 404 (and 405 for another method). */
+    assert_int_equal(vram_metrics_unroute(m, x.id), 0);
+    assert_int_equal(vram_metrics_unroute(m, x.id), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_unroute(NULL, 1), VRAM_EINVAL);
+    r = request(port, "GET", "/streams");
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    r = request(port, "DELETE", "/streams/cam1");
+    assert_int_equal(r.status, 405);
+    resp_free(&r);
+    /* The prefix is free again; the new route has a new id. */
+    uint32_t again;
+    assert_int_equal(vram_metrics_route(m, "/streams", other_api, NULL, &again), 0);
+    assert_true(again != x.id);
+    r = request(port, "GET", "/streams");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "other\n");
+    resp_free(&r);
+    /* Stopped with a route still there. */
+    assert_int_equal(vram_metrics_stop(m), 0);
+}
+
+/* Unrouting waits for the handler's calls in flight. */
+typedef struct slow_call {
+    unsigned port;
+    resp r;
+} slow_call;
+
+static void *slow_get(void *arg)
+{
+    slow_call *s = arg;
+    s->r = request(s->port, "GET", "/streams/slow");
+    return NULL;
+}
+
+static void test_unroute_waits(void **state)
+{
+    vram_metrics *m = start(NULL, 0, small_bodies);
+    route_ctx x = {.server = m, .sleep_ms = 300};
+    assert_int_equal(vram_metrics_route(m, "/streams", streams_api, &x, &x.id), 0);
+    slow_call s = {.port = vram_metrics_port(m)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_get, &s), 0);
+    double t0 = now_s();
+    while (!atomic_load(&x.running) && now_s() - t0 < 10) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
+    assert_int_equal(atomic_load(&x.running), 1);
+    assert_int_equal(vram_metrics_unroute(m, x.id), 0);
+    assert_int_equal(atomic_load(&x.running), 0); /* x may be freed now */
+    pthread_join(t, NULL);
+    assert_int_equal(s.r.status, 200);
+    assert_string_equal(field(&s.r, "path"), "/streams/slow");
+    resp_free(&s.r);
+    assert_int_equal(vram_metrics_stop(m), 0);
+}
+
+/* Per-stream families, as a stream service writes them. */
+#define FAM_MAGIC 0x5eaf00du
+typedef struct fam_ctx {
+    unsigned magic; /* cleared before it is freed: a call after that is seen */
+    atomic_int fail;
+    atomic_long calls;
+} fam_ctx;
+
+static int put(vram_write_fn write, void *wctx, const char *s) { return write(wctx, s, strlen(s)); }
+
+static int stream_families(void *ctx, vram_write_fn write, void *wctx)
+{
+    fam_ctx *f = ctx;
+    if (f->magic != FAM_MAGIC)
+        return vram_set_error(VRAM_EINVAL, "stream families: a ctx that was freed");
+    atomic_fetch_add(&f->calls, 1);
+    if (atomic_load(&f->fail))
+        return vram_set_error(VRAM_EIO, "stream families: the decoder's counters are gone");
+    static const char *const streams[] = {"cam1", "a\"b\\c\nd"};
+    int rc = put(write, wctx, "# HELP vramtest_stream_frames_total frames decoded, per stream\n"
+                              "# TYPE vramtest_stream_frames_total counter\n");
+    for (int i = 0; i < 2 && !rc; i++) {
+        rc = put(write, wctx, "vramtest_stream_frames_total{stream=\"");
+        if (!rc)
+            rc = vram_metrics_write_label_value(write, wctx, streams[i]);
+        if (!rc)
+            rc = put(write, wctx, i ? "\"} 7\n" : "\"} 1200\n");
+    }
+    if (!rc)
+        rc = put(write, wctx, "# HELP vramtest_stream_queue_depth frames waiting, per stream\n"
+                              "# TYPE vramtest_stream_queue_depth gauge\n"
+                              "vramtest_stream_queue_depth{stream=\"cam1\"} 3\n");
+    return rc;
+}
+
+static void test_families(void **state)
+{
+    /* The escaping on its own. */
+    vram_buffer b = {0};
+    assert_int_equal(vram_metrics_write_label_value(vram_write_buffer, &b, "a\"b\\c\nd"), 0);
+    assert_string_equal(b.data, "a\\\"b\\\\c\\nd");
+    vram_buffer_free(&b);
+    assert_int_equal(vram_metrics_write_label_value(vram_write_buffer, &b, ""), 0);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(vram_metrics_write_label_value(NULL, &b, "x"), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_write_label_value(vram_write_buffer, &b, NULL), VRAM_EINVAL);
+
+    pool_fix a;
+    make_pool(&a, "svc");
+    vram_pool *pools[] = {a.pool};
+    vram_metrics *m = start(pools, 1, NULL);
+    unsigned port = vram_metrics_port(m);
+    fam_ctx f = {.magic = FAM_MAGIC};
+    uint32_t id = 0;
+    assert_int_equal(vram_metrics_add_families(m, stream_families, &f, &id), 0);
+    assert_true(id > 0);
+
+    resp r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    exposition x;
+    check_exposition(r.body, &x);
+    promtool_check(r.body);
+    assert_true(series_value(r.body, "vramtest_stream_frames_total{stream=\"cam1\"}") == 1200);
+    assert_true(series_value(r.body, "vramtest_stream_frames_total{stream=\"a\\\"b\\\\c\\nd\"}") == 7);
+    assert_true(series_value(r.body, "vramtest_stream_queue_depth{stream=\"cam1\"}") == 3);
+    assert_true(series_value(r.body, "vram_pool_live_bytes{pool=\"svc\"}") == 13.0 * MiB);
+    /* After the server's own families. */
+    assert_string_equal(x.fam[x.n - 2].name, "vramtest_stream_frames_total");
+    assert_string_equal(x.fam[x.n - 1].name, "vramtest_stream_queue_depth");
+    assert_true(strstr(r.body, "vram_pool_live_bytes") < strstr(r.body, "vramtest_stream"));
+    resp_free(&r);
+    /* vram_metrics_write has them too. */
+    assert_int_equal(vram_metrics_write(m, vram_write_buffer, &b, 0), 0);
+    assert_non_null(strstr(b.data, "vramtest_stream_queue_depth{stream=\"cam1\"} 3\n"));
+    vram_buffer_free(&b);
+    /* A failing writer fails the scrape, with its sentence. */
+    atomic_store(&f.fail, 1);
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 500);
+    assert_non_null(strstr(r.body, "the decoder's counters are gone"));
+    resp_free(&r);
+    assert_int_equal(vram_metrics_write(m, vram_write_buffer, &b, 0), VRAM_EIO);
+    vram_buffer_free(&b);
+    atomic_store(&f.fail, 0);
+
+    /* Limits and bad arguments. */
+    uint32_t more[VRAM_METRICS_FAMILIES_MAX];
+    fam_ctx g = {.magic = FAM_MAGIC, .fail = 1};
+    for (int i = 0; i < VRAM_METRICS_FAMILIES_MAX - 1; i++)
+        assert_int_equal(vram_metrics_add_families(m, stream_families, &g, &more[i]), 0);
+    uint32_t extra = 1;
+    assert_int_equal(vram_metrics_add_families(m, stream_families, &g, &extra), VRAM_ELIMIT);
+    assert_int_equal(extra, 0);
+    for (int i = 0; i < VRAM_METRICS_FAMILIES_MAX - 1; i++)
+        assert_int_equal(vram_metrics_remove_families(m, more[i]), 0);
+    assert_int_equal(vram_metrics_add_families(NULL, stream_families, &g, &extra), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_add_families(m, NULL, &g, &extra), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_add_families(m, stream_families, &g, NULL), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_remove_families(m, 999999), VRAM_EINVAL);
+    /* A route's id is no families writer's. */
+    uint32_t rid;
+    assert_int_equal(vram_metrics_route(m, "/streams", other_api, NULL, &rid), 0);
+    assert_int_equal(vram_metrics_remove_families(m, rid), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_unroute(m, id), VRAM_EINVAL);
+
+    /* Removed: gone from the exposition. */
+    assert_int_equal(vram_metrics_remove_families(m, id), 0);
+    assert_int_equal(vram_metrics_remove_families(m, id), VRAM_EINVAL);
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "vramtest_"));
+    resp_free(&r);
+    /* Stopped with families and a route still there. */
+    assert_int_equal(vram_metrics_add_families(m, stream_families, &f, &id), 0);
+    assert_int_equal(vram_metrics_stop(m), 0);
+    drop_pool(&a);
+}
+
+typedef struct hammer {
+    unsigned port;
+    atomic_int *stop;
+    atomic_int bad;
+    long scrapes;
+    char first_bad[600];
+} hammer;
+
+static void *hammer_metrics(void *arg)
+{
+    hammer *h = arg;
+    while (!atomic_load(h->stop)) {
+        resp r = request(h->port, "GET", "/metrics");
+        h->scrapes++;
+        /* Each answer is whole: 200, the writer's two families with all
+         * their samples, or neither of them. */
+        int frames = strstr(r.body, "vramtest_stream_frames_total{stream=\"cam1\"} 1200\n") != NULL;
+        int depth = strstr(r.body, "vramtest_stream_queue_depth{stream=\"cam1\"} 3\n") != NULL;
+        if ((r.status != 200 || frames != depth) && !atomic_fetch_add(&h->bad, 1))
+            snprintf(h->first_bad, sizeof h->first_bad, "status %d, frames %d, depth %d: %.400s",
+                     r.status, frames, depth, r.body);
+        resp_free(&r);
+    }
+    return NULL;
+}
+
+static void test_families_concurrent(void **state)
+{
+    int quick = getenv("VRAM_TEST_QUICK") != NULL;
+    vram_metrics *m = start(NULL, 0, small_bodies);
+    enum { HAMMERS = 4 };
+    atomic_int stop = 0;
+    hammer h[HAMMERS];
+    pthread_t t[HAMMERS];
+    for (int i = 0; i < HAMMERS; i++) {
+        memset(&h[i], 0, sizeof h[i]);
+        h[i].port = vram_metrics_port(m);
+        h[i].stop = &stop;
+        assert_int_equal(pthread_create(&t[i], NULL, hammer_metrics, &h[i]), 0);
+    }
+    /* Add and remove, freeing the ctx each time: once remove returns no
+     * scrape may call the writer on it. */
+    int rounds = quick ? 100 : 400;
+    long served = 0;
+    for (int i = 0; i < rounds; i++) {
+        fam_ctx *f = calloc(1, sizeof *f);
+        f->magic = FAM_MAGIC;
+        uint32_t id;
+        assert_int_equal(vram_metrics_add_families(m, stream_families, f, &id), 0);
+        struct timespec us = {0, (i % 4) * 250 * 1000};
+        nanosleep(&us, NULL);
+        assert_int_equal(vram_metrics_remove_families(m, id), 0);
+        served += atomic_load(&f->calls);
+        f->magic = 0;
+        free(f);
+    }
+    atomic_store(&stop, 1);
+    long scrapes = 0;
+    for (int i = 0; i < HAMMERS; i++) {
+        pthread_join(t[i], NULL);
+        scrapes += h[i].scrapes;
+        if (atomic_load(&h[i].bad))
+            fail_msg("%d bad scrapes on thread %d; the first: %s", atomic_load(&h[i].bad), i,
+                     h[i].first_bad);
+    }
+    assert_true(scrapes > 0);
+    assert_true(served > 0); /* the writer did run while the scrapes came */
+    assert_int_equal(vram_metrics_stop(m), 0);
+}
+
 /* ---- start errors and options ---- */
 
 static int try_start(const char *address, unsigned port, vram_pool **pools, size_t n,
@@ -703,6 +1246,8 @@ static void many(vram_metrics_opts *o) { o->threads = 65; }
 static void too_many_conn(vram_metrics_opts *o) { o->max_connections = 5000; }
 static void tiny_mem(vram_metrics_opts *o) { o->max_header_bytes = 100; }
 static void bad_gpu(vram_metrics_opts *o) { o->gpu = -3; }
+static void tiny_body(vram_metrics_opts *o) { o->max_body_bytes = 512; }
+static void huge_body(vram_metrics_opts *o) { o->max_body_bytes = 32u << 20; }
 
 static void test_start_errors(void **state)
 {
@@ -717,6 +1262,9 @@ static void test_start_errors(void **state)
     assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, too_many_conn, &m), VRAM_EINVAL);
     assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, tiny_mem, &m), VRAM_EINVAL);
     assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, bad_gpu, &m), VRAM_EINVAL);
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, tiny_body, &m), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "512 bytes for a request body"));
+    assert_int_equal(try_start("127.0.0.1", 0, NULL, 0, huge_body, &m), VRAM_EINVAL);
     assert_int_equal(vram_metrics_start(NULL, NULL), VRAM_EINVAL);
     pool_fix a, b;
     make_pool(&a, "same");
@@ -767,7 +1315,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),   cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_slow_clients), cmocka_unit_test(test_connection_limit),
-        cmocka_unit_test(test_concurrent),  cmocka_unit_test(test_start_errors),
+        cmocka_unit_test(test_concurrent),  cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_unroute_waits), cmocka_unit_test(test_families),
+        cmocka_unit_test(test_families_concurrent), cmocka_unit_test(test_start_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
