@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/writef.h"
 #include "json_internal.h"
 
 unsigned vram__hist_bucket(uint64_t size)
@@ -189,28 +190,8 @@ void vram__pool_summary_json(vram_pool *p, vram__json *j)
 
 /* ---- text ---- */
 
-typedef struct out {
-    vram_write_fn write;
-    void *ctx;
-    int rc;
-} out;
-
-static void outf(out *o, const char *fmt, ...) VRAM__PRINTF(2, 3);
-static void outf(out *o, const char *fmt, ...)
-{
-    if (o->rc)
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (n >= (int)sizeof line)
-        n = (int)sizeof line - 1;
-    o->rc = o->write(o->ctx, line, (size_t)n);
-}
+typedef vram__writer out;
+#define outf vram__writef
 
 #define TEXT_U64(o, name, v) outf(o, "  %-24s %20llu\n", name, (unsigned long long)(v))
 #define TEXT_F64(o, name, v) outf(o, "  %-24s %20.4f\n", name, (v))
