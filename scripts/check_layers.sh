@@ -37,26 +37,39 @@ bad=0
 fail() { echo "layering: $*"; bad=1; }
 
 # The libraries bottom-up, and the public headers each one declares.
-layers=(core observe engine)
+layers=(core observe engine service)
 declare -A public=(
   [core]="api.h version.h types.h error.h config.h log.h device.h nvml.h backend.h pool.h stats.h listener.h trace.h torch.h cuda_table.h"
   [observe]="monitor.h metrics.h oom.h report.h"
   [engine]="engine.h npy.h"
+  [service]="video.h blazeface.h service.h"
 )
-# A layer's own internal folders (relative to src/, or src/core/ for core's).
+# Where a library's sources are (under src/), and its own internal folders
+# (relative to src/, or src/core/ for core's).
+declare -A folders=([core]="core" [observe]="observe" [engine]="engine" [service]="video pipeline")
 declare -A internal=(
   [core]="base backend mem gpu nogpu"
   [observe]="observe"
   [engine]="engine"
+  [service]="video pipeline"
 )
 # What each layer may see: itself and what is below it.
-declare -A below=([core]="core" [observe]="core observe" [engine]="core engine")
+declare -A below=([core]="core" [observe]="core observe" [engine]="core engine"
+                  [service]="core observe engine service")
+# Inside the service library, src/video is below src/pipeline.
+declare -A folder_above=([video]="pipeline")
 
 header_owner() { # a public header's library, or "" for none
   local h=$1 l
   for l in "${layers[@]}"; do
     case " ${public[$l]} " in *" $h "*) echo "$l"; return ;; esac
   done
+}
+
+folder_of() { # the folder under src/ a file is in ("" for tools)
+  local rel=${1#"$src"/src/}
+  [ "$rel" = "$1" ] && return
+  echo "${rel%%/*}"
 }
 
 check_file() { # check_file FILE LAYER (LAYER "tools": public headers only)
@@ -82,7 +95,11 @@ check_file() { # check_file FILE LAYER (LAYER "tools": public headers only)
             *) fail "$f (tools) includes $inc, an internal header of the libraries: tools use the public API" ;;
           esac
         elif [[ " ${internal[$layer]} " == *" $top "* ]]; then
-          :
+          local here
+          here=$(folder_of "$f")
+          if [ -n "$here" ] && [[ " ${folder_above[$here]:-} " == *" $top "* ]]; then
+            fail "$f (src/$here) includes $inc of src/$top, a folder above it"
+          fi
         elif [ "$layer" = engine ] && { [ "$top" = cpu ] || [ "$top" = cuda ]; }; then
           : # the engine's executors, under src/engine
         elif [ "$top" = base ]; then
@@ -105,12 +122,14 @@ check_file() { # check_file FILE LAYER (LAYER "tools": public headers only)
 files=0
 if [ -n "$src" ]; then
   for layer in "${layers[@]}"; do
-    dir=$src/src/$layer
-    [ -d "$dir" ] || continue
-    while IFS= read -r f; do
-      check_file "$f" "$layer"
-      files=$((files + 1))
-    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+    for folder in ${folders[$layer]}; do
+      dir=$src/src/$folder
+      [ -d "$dir" ] || continue
+      while IFS= read -r f; do
+        check_file "$f" "$layer"
+        files=$((files + 1))
+      done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+    done
   done
   for dir in "$src/tools" "$src/bench"; do
     [ -d "$dir" ] || continue

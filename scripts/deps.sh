@@ -15,15 +15,24 @@ packages=(
   protobuf-c-compiler # engine: protoc-c makes C code for the ONNX subset it reads
   libprotobuf-c-dev # engine: the protobuf-c runtime, decoding ONNX models
   libmicrohttpd-dev # observe: the metrics server (/metrics, /snapshot, /healthz)
-  nodejs            # the build: uPlot (npm) for the report page
+  nodejs            # the build: uPlot (npm) for the report page; the BlazeFace model (npm)
+  libavformat-dev   # service: files and network streams (mp4, mkv, ts, rtsp, http, udp)
+  libavcodec-dev    # service: decoding them on the CPU
+  libswscale-dev    # service: decoded pictures to RGB
+  libavutil-dev
+  libturbojpeg0-dev # service: annotated JPEG snapshots
+  ffmpeg            # make run: the sample clips, made once
+  python3-skimage   # make run: astronaut.png, a real photograph with a face, for a clip
+  python3-onnx      # make run: the BlazeFace model given a symbolic batch (tools/onnx/rebatch.py)
 )
 test_packages=(
   python3           # tests read JSON output and make ONNX models
   libcmocka-dev     # unit and integration tests
   clang             # libFuzzer targets
   libclang-rt-14-dev # sanitizer and libFuzzer runtimes for clang
-  python3-onnx      # generating ONNX models of every supported operator
   python3-numpy     # .npy files for the models' inputs and outputs
+  rtsp-server-perl  # a real RTSP server on loopback for camera streams
+  curl              # a real HTTP client against the control API
   chromium          # the report page opened headless (npm playwright-core)
   prometheus        # promtool check metrics validates the exposition
 )
