@@ -2,7 +2,9 @@
 #   make deps   install the Debian packages building and running need (only missing ones)
 #   make deps-test  those and the packages the tests need (make test runs it)
 #   make        configure and build into build/
-#   make run    the main job: replay the sample traces under every policy
+#   make run    the main job: the video service on sample clips (faces found, live table)
+#   make models the service's default models (BlazeFace, batch symbolic) into build/models
+#   make replay replay the sample traces under every policy
 #   make test   every CPU test: unit/integration, ASan+UBSan, TSan, fuzzers
 #   make install  the libraries, headers, CLI, man page, pkg-config and CMake
 #               files under PREFIX (default /usr/local), staged under DESTDIR
@@ -13,7 +15,7 @@ FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps deps-test build run test install bench clean
+.PHONY: all deps deps-test build run models replay test install bench clean
 
 all: build
 
@@ -28,6 +30,12 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: deps build
+	bash scripts/run_demo.sh $(BUILD)
+
+models:
+	bash scripts/models.sh $(BUILD)/models
+
+replay: deps build
 	./$(BUILD)/vramkit replay --policy vmm data/traces/*.csv.gz
 	./$(BUILD)/vramkit replay --policy segments data/traces/*.csv.gz
 

@@ -1,4 +1,4 @@
-/* vramkit.h - the public API of vramkit in one header. Three libraries
+/* vramkit.h - the public API of vramkit in one header. Four libraries
  * serve it; a program links those whose functions it calls:
  *   libvramkit-core     errors, options, logging, versions, devices, NVML,
  *                       backends, pools, statistics, listeners, traces and
@@ -6,10 +6,14 @@
  *   libvramkit-observe  the monitor, metrics, OOM reports and the report
  *                       page (monitor.h, metrics.h, oom.h, report.h)
  *   libvramkit-engine   ONNX engines and .npy files (engine.h, npy.h)
- * (pkg-config names vramkit-core, vramkit-observe and vramkit-engine;
- * CMake's find_package(vramkit) targets vramkit::core, vramkit::observe and
- * vramkit::engine). vramkit/cuda_table.h, for code that calls the CUDA
- * driver itself, is not included here: it needs the CUDA toolkit.
+ *   libvramkit-service  the multi-stream video service: sources and
+ *                       preprocessing, BlazeFace decoding, the service
+ *                       (video.h, blazeface.h, service.h)
+ * (pkg-config names vramkit-core, vramkit-observe, vramkit-engine and
+ * vramkit-service; CMake's find_package(vramkit) targets vramkit::core,
+ * vramkit::observe, vramkit::engine and vramkit::service).
+ * vramkit/cuda_table.h, for code that calls the CUDA driver itself, is not
+ * included here: it needs the CUDA toolkit.
  *
  * Errors and ownership, everywhere: 0 or a negative VRAM_E* code, the
  * sentence in vram_last_error(), *out NULL on error, every create paired
@@ -46,5 +50,8 @@
 #include "vramkit/metrics.h"
 #include "vramkit/oom.h"
 #include "vramkit/report.h"
+#include "vramkit/video.h"
+#include "vramkit/blazeface.h"
+#include "vramkit/service.h"
 
 #endif

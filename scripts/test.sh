@@ -11,6 +11,10 @@ cd "$root"
 
 step() { printf '\n=== %s ===\n' "$*"; }
 
+step "models"
+# The service's tests read the default models from build/models.
+bash scripts/models.sh build/models
+
 step "tests ($build)"
 (cd "$build" && ctest --output-on-failure -j "$jobs")
 
@@ -34,6 +38,14 @@ oom_dir=$(mktemp -d)   # OOM reports: capture, files and rate limit under ASan
 VRAM_LOG_LEVEL=error ./build-asan/vramkit replay --runs 1 --capacity 64M --oom-dir "$oom_dir" \
   data/traces/mobilenet_crops.csv.gz >/dev/null
 ls "$oom_dir"/oom-replay-*.json >/dev/null && rm -rf "$oom_dir"
+clips=$(mktemp -d)   # the service: files and a synthetic camera, drained on SIGTERM
+bash tests/faces/make_clips.sh "$clips" >/dev/null
+VRAM_MODEL_DIR=build/models ./build-asan/vramkit run --quiet --workers 2 --batch 4 \
+  --input a="$clips/astronaut.mp4" --input b="$clips/faces2.mp4" --input c=synthetic:320x240@30 \
+  --frames 20 --jsonl "$clips/out.jsonl" --snapshots "$clips/snap" --every 0.1 >/dev/null \
+  2>build-asan/run.err || { cat build-asan/run.err >&2; exit 1; }
+[ "$(wc -l <"$clips/out.jsonl")" -eq 60 ] || { echo "vramkit run under ASan: $(wc -l <"$clips/out.jsonl") results, not 60" >&2; exit 1; }
+rm -rf "$clips"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 step "TSan build"

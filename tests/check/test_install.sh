@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/check/test_install.sh SOURCE BUILD - vramkit installs and can be
-# built on: `cmake --install` with a prefix under DESTDIR lays out the three
+# built on: `cmake --install` with a prefix under DESTDIR lays out the four
 # libraries with their SONAMEs, the headers, the CLI, the man page, the
 # pkg-config files and the CMake package; the examples build against that
 # tree once with pkg-config (examples/Makefile) and once with
@@ -28,7 +28,7 @@ for f in bin/vramkit include/vramkit.h include/vramkit/pool.h include/vramkit/ve
 done
 libdir=$(dirname "$(find "$p" -name 'libvramkit-core.so.0' | head -1)")
 [ -d "$libdir" ] || fail "no libvramkit-core.so.0 under $p"
-for lib in core observe engine; do
+for lib in core observe engine service; do
   [ -L "$libdir/libvramkit-$lib.so" ] && [ -L "$libdir/libvramkit-$lib.so.0" ] \
     || fail "libvramkit-$lib.so and .so.0 are not links to the versioned file"
   soname=$(readelf -d "$libdir/libvramkit-$lib.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -59,7 +59,7 @@ model=${VRAM_ONNX_REF:-$src/build/onnxref}/models/mixed_small_cnn.onnx
 [ -e "$model" ] || fail "no test model at $model (scripts/onnx_ref.sh --refs makes it)"
 for way in pc cm; do
   d=$tmp/$way
-  for ex in budgeted_pool engine_run monitor_metrics; do
+  for ex in budgeted_pool engine_run monitor_metrics camera_faces; do
     where=$(ldd "$d/$ex" | awk '/libvramkit-core/ {print $3}')
     case "$where" in "$libdir"/*) ;; *) fail "$way/$ex loads libvramkit-core from \"$where\"" ;; esac
   done
@@ -103,5 +103,11 @@ EOF
   pid=
   grep -q '^monitor_metrics: done' "$tmp/mm.out" || fail "$way: monitor_metrics: $(cat "$tmp/mm.out")"
   grep -q 'live bytes level' "$tmp/mm.out" || fail "$way: the steady loop was not level: $(cat "$tmp/mm.out")"
-  echo "$way: the three examples built and ran against the installed tree"
+  model_dir=${VRAM_TEST_MODELS:-$src/build/models}
+  "$d/camera_faces" "$model_dir/blazeface_back.onnx" synthetic:320x240@30 synthetic:160x120@15 \
+    >"$tmp/cf.out" 2>&1 || { cat "$tmp/cf.out"; fail "$way: camera_faces failed"; }
+  grep -q '^camera_faces: 0 faces; the streams hold 0 bytes after the stop' "$tmp/cf.out" \
+    || fail "$way: camera_faces: $(tail -5 "$tmp/cf.out")"
+  grep -qE '^s0 +ended +60 +60 ' "$tmp/cf.out" || fail "$way: camera_faces: s0 did not process 60 frames: $(cat "$tmp/cf.out")"
+  echo "$way: the four examples built and ran against the installed tree"
 done

@@ -14,6 +14,7 @@
 #include "vramkit.h"
 
 /* Each command: argv[0] is the command's name. Returns the exit status. */
+int cmd_run(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_ctxcost(int argc, char **argv);

@@ -11,6 +11,7 @@
 
 #include "common/tool_util.h"
 #include "cli.h"
+#include "soak.h"
 #include "vramkit.h"
 #include "vramkit/report.h"
 
@@ -20,7 +21,10 @@ static const char about[] =
     "after every iteration: live, peak and reserved bytes, fragmentation, largest free\n"
     "block, per owner and kind, and the GPU as NVML sees it. One iteration of\n"
     "replay:TRACE replays the trace's events once (RMM CSV, plain or gzip) and frees what\n"
-    "the trace left live at its end.\n\n"
+    "the trace left live at its end. run:URL[,URL...] soaks the video service itself: each\n"
+    "URL a looping stream of one service (vramkit run), an iteration every stream\n"
+    "processing --frames-per-iteration more frames, the samples its pools' (--json and\n"
+    "--html are for replay only).\n\n"
     "The verdict is the least-squares slope of live bytes per iteration over the samples\n"
     "after the warm-up (the first FRACTION of them, default VRAM_MONITOR_WARMUP), with its\n"
     "t-statistic: growing when the slope exceeds --threshold bytes per iteration (default\n"
@@ -108,7 +112,7 @@ static int plant(soak *c, uint64_t iteration)
 }
 
 /* "+1.50 KiB", "-40.3 B". */
-static char *fmt_slope(char *buf, size_t cap, double v)
+char *soak_fmt_slope(char *buf, size_t cap, double v)
 {
     if (isnan(v)) {
         snprintf(buf, cap, "unknown");
@@ -124,14 +128,15 @@ static char *fmt_slope(char *buf, size_t cap, double v)
     return buf;
 }
 
-static void progress(vram_monitor *m, uint64_t it, uint64_t n, uint64_t live, int tty)
+void soak_progress(vram_monitor *m, const char *pool, uint64_t it, uint64_t n, uint64_t live,
+                   int tty)
 {
     vram_trend tr;
     char lb[48], sb[48];
     vram_size_format(lb, sizeof lb, live);
-    if (vram_monitor_trend(m, "replay", &tr) != 0)
+    if (vram_monitor_trend(m, pool, &tr) != 0)
         tr.slope_bytes_per_iteration = NAN;
-    fmt_slope(sb, sizeof sb, tr.slope_bytes_per_iteration);
+    soak_fmt_slope(sb, sizeof sb, tr.slope_bytes_per_iteration);
     if (tty) {
         int width = 30, done = (int)((double)it / (double)n * width);
         char bar[64];
@@ -170,9 +175,42 @@ static int write_html(const char *html, const char *series, vram_pool *pool)
     return rc;
 }
 
+void soak_print_verdict(vram_monitor *m, const vram_trend *tr, double threshold,
+                        double confidence)
+{
+    char b1[48], b2[48], b3[48];
+    printf("alerts:");
+    for (int t = 0; t < VRAM_ALERT_TYPE_COUNT; t++) {
+        uint64_t w = 0, cr = 0, cl = 0;
+        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_WARNING, &w);
+        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_CRITICAL, &cr);
+        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_CLEAR, &cl);
+        printf("%s %s %llu warning, %llu critical, %llu cleared", t ? ";" : "",
+               vram_alert_type_name((vram_alert_type)t), (unsigned long long)w,
+               (unsigned long long)cr, (unsigned long long)cl);
+    }
+    printf("\n");
+    uint64_t total = 0;
+    vram_monitor_sample_count(m, &total, NULL);
+    if (tr->samples < 3 || isnan(tr->slope_bytes_per_iteration)) {
+        printf("verdict: none: %u samples after the warm-up, too few for a slope\n", tr->samples);
+        return;
+    }
+    double per_min = tr->slope_bytes_per_s * 60.0;
+    printf("verdict: %s: live bytes %s per iteration (%s per minute), confidence %.3f (t = %.2f), "
+           "threshold %s per iteration at confidence %.3f, over %u samples after a warm-up of "
+           "%llu\n",
+           tr->growing ? "growing" : "level", soak_fmt_slope(b1, sizeof b1, tr->slope_bytes_per_iteration),
+           soak_fmt_slope(b2, sizeof b2, per_min), tr->confidence, tr->t_statistic,
+           vram_size_format(b3, sizeof b3, (uint64_t)threshold),
+           confidence, tr->samples, (unsigned long long)(total - tr->samples));
+}
+
 typedef struct soak_args {
     uint64_t iterations;
     const char *workload, *trace, *csv, *jsonl, *html, *backend, *policy_name, *gpu, *leak;
+    const char *urls, *model, *executor; /* the run workload */
+    uint64_t frames, workers, batch;
     vram_policy policy;
     int policy_given, json;
     uint64_t capacity, threshold_bytes, alert_hold;
@@ -204,8 +242,17 @@ static int parse_args(int argc, char **argv, soak_args *a)
 {
     int threshold_given = 0;
     const cli_opt opts[] = {
-        {"--workload", NULL, CLI_STRING, &a->workload, "replay:TRACE",
-         "what one iteration runs: replay the trace once"},
+        {"--workload", NULL, CLI_STRING, &a->workload, "replay:TRACE|run:URL,...",
+         "what one iteration runs: replay the trace once, or the service's frames"},
+        {"--model", NULL, CLI_STRING, &a->model, "MODEL.onnx",
+         "run: the service's model (default: BlazeFace back)"},
+        {"--frames-per-iteration", NULL, CLI_UINT, &a->frames, "K",
+         "run: frames every stream processes between samples (default 4)", 1, 1e6},
+        {"--executor", NULL, CLI_CHOICE, &a->executor, NULL, "run: the engine's executor", 0, 0,
+         "cpu|cuda"},
+        {"--workers", NULL, CLI_UINT, &a->workers, "M", "run: inference workers (default 1)", 1,
+         64},
+        {"--batch", NULL, CLI_UINT, &a->batch, "B", "run: the largest batch (default 8)", 1, 256},
         {"--iterations", NULL, CLI_UINT, &a->iterations, "N", "iterations (default 20000)", 1,
          1e9},
         {"--csv", NULL, CLI_STRING, &a->csv, "FILE", "write every sample as CSV"},
@@ -240,11 +287,15 @@ static int parse_args(int argc, char **argv, soak_args *a)
         return st;
     free(args);
     if (!a->workload)
-        return cli_usage_error("soak", "no workload given (--workload replay:TRACE)");
-    if (strncmp(a->workload, "replay:", 7) != 0 || !a->workload[7])
+        return cli_usage_error("soak", "no workload given (--workload replay:TRACE or "
+                                       "run:URL[,URL...])");
+    if (!strncmp(a->workload, "run:", 4) && a->workload[4]) {
+        a->urls = a->workload + 4;
+    } else if (strncmp(a->workload, "replay:", 7) != 0 || !a->workload[7]) {
         return cli_usage_error("soak", "--workload: unknown workload \"%s\": the workload is "
-                                       "replay:TRACE", a->workload);
-    a->trace = a->workload + 7;
+                                       "replay:TRACE or run:URL[,URL...]", a->workload);
+    }
+    a->trace = a->urls ? NULL : a->workload + 7;
     if (a->policy_given)
         vram_policy_parse(a->policy_name, &a->policy);
     if (threshold_given)
@@ -337,31 +388,7 @@ static void summary(vram_monitor *m, const soak_args *a, const soak *c, double s
     if (c->refused)
         printf("refused requests: %llu; the first, %s\n", (unsigned long long)c->refused,
                c->first_refusal);
-    printf("alerts:");
-    for (int t = 0; t < VRAM_ALERT_TYPE_COUNT; t++) {
-        uint64_t w = 0, cr = 0, cl = 0;
-        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_WARNING, &w);
-        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_CRITICAL, &cr);
-        vram_monitor_alert_count(m, (vram_alert_type)t, VRAM_ALERT_LEVEL_CLEAR, &cl);
-        printf("%s %s %llu warning, %llu critical, %llu cleared", t ? ";" : "",
-               vram_alert_type_name((vram_alert_type)t), (unsigned long long)w,
-               (unsigned long long)cr, (unsigned long long)cl);
-    }
-    printf("\n");
-    uint64_t total = 0;
-    vram_monitor_sample_count(m, &total, NULL);
-    if (tr->samples < 3 || isnan(tr->slope_bytes_per_iteration)) {
-        printf("verdict: none: %u samples after the warm-up, too few for a slope\n", tr->samples);
-        return;
-    }
-    double per_min = tr->slope_bytes_per_s * 60.0;
-    printf("verdict: %s: live bytes %s per iteration (%s per minute), confidence %.3f (t = %.2f), "
-           "threshold %s per iteration at confidence %.3f, over %u samples after a warm-up of "
-           "%llu\n",
-           tr->growing ? "growing" : "level", fmt_slope(b1, sizeof b1, tr->slope_bytes_per_iteration),
-           fmt_slope(b2, sizeof b2, per_min), tr->confidence, tr->t_statistic,
-           vram_size_format(b3, sizeof b3, (uint64_t)a->threshold),
-           a->confidence, tr->samples, (unsigned long long)(total - tr->samples));
+    soak_print_verdict(m, tr, a->threshold, a->confidence);
 }
 
 /* The same as one JSON object, for --json (slopes NaN become null). */
@@ -444,6 +471,14 @@ int cmd_soak(int argc, char **argv)
     a.warmup = mo.warmup_fraction;
     a.confidence = mo.growth_confidence;
     a.threshold = mo.growth_bytes_per_iteration;
+    if (a.urls) {
+        soak_service_args sa = {.urls = a.urls, .model = a.model,
+                                .executor = a.executor ? a.executor : "cpu",
+                                .iterations = a.iterations, .frames = a.frames ? a.frames : 4,
+                                .workers = (unsigned)a.workers, .batch = (unsigned)a.batch,
+                                .json = a.json};
+        return soak_service(&sa, &mo);
+    }
     char tmp_series[64] = "";
     if (a.html && !a.jsonl) { /* the report reads the series from a file */
         snprintf(tmp_series, sizeof tmp_series, "/tmp/vramkit-soak-XXXXXX");
@@ -514,7 +549,7 @@ int cmd_soak(int argc, char **argv)
         uint64_t now = tool_now_ns();
         if (tty ? now - last_progress > 100000000ull || it == a.iterations
                 : it % every == 0) {
-            progress(m, it, a.iterations, st.live_bytes, tty);
+            soak_progress(m, "replay", it, a.iterations, st.live_bytes, tty);
             progress_shown = 1;
             last_progress = now;
         }

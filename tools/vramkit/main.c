@@ -10,6 +10,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *help;
 } commands[] = {
+    {"run", cmd_run, "run video streams through a model, batched across streams, in one budget"},
     {"replay", cmd_replay, "replay allocation traces through a pool and compare with malloc"},
     {"config", cmd_config, "print every option, its value and where it came from"},
     {"ctxcost", cmd_ctxcost, "measure what CUDA contexts cost on this GPU, and what sharing saves"},

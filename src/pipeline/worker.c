@@ -1,0 +1,292 @@
+/* src/pipeline/worker.c - the inference workers: each owns an execution
+ * context of the one engine and its batch buffers, takes up to B ready
+ * frames of different streams (batcher.c), letterboxes them into one batch,
+ * runs it, decodes each image's outputs (BlazeFace faces, or a summary of
+ * each output tensor) and queues the results for the output thread
+ * (results.c). Everything a worker uses is made when it starts; a batch
+ * allocates nothing.
+ *
+ * With the cuda executor the batch input is host memory from the pool,
+ * page-locked once (cuMemHostRegister) so that its upload is a DMA from
+ * pinned staging; the workers run on the shared context the engine's pool
+ * binds. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service_internal.h"
+#include "vramkit/device.h"
+
+typedef int (*host_register_fn)(void *p, size_t bytes, unsigned flags);
+typedef int (*host_unregister_fn)(void *p);
+
+static void pin(vram_service *svc, vram__worker *w, size_t bytes)
+{
+    host_register_fn reg = NULL;
+    if (!svc->cuda || vram_cuda_proc("cuMemHostRegister", 4000, (void **)&reg) || !reg)
+        return;
+    if (reg(w->input, bytes, 0) == 0)
+        w->pinned = 1;
+    else
+        vram_log(VRAM_LOG_WARN, "worker %u: the batch input could not be page-locked; its "
+                                "uploads go through pageable memory",
+                 w->index);
+}
+
+static void unpin(vram__worker *w)
+{
+    host_unregister_fn unreg = NULL;
+    if (w->pinned && vram_cuda_proc("cuMemHostUnregister", 4000, (void **)&unreg) == 0 && unreg)
+        unreg(w->input);
+    w->pinned = 0;
+}
+
+static int worker_alloc(vram_service *svc, vram_pool *pool, vram_owner owner, size_t bytes,
+                        void **out)
+{
+    return vram_pool_alloc(pool, bytes ? bytes : 1, owner, VRAM_KIND_IO, NULL, out);
+}
+
+static int worker_setup(vram_service *svc, vram__worker *w)
+{
+    int rc = vram_exec_create(svc->engine, &w->exec);
+    if (rc)
+        return vram__fail_prefix(rc, "worker %u: execution context: ", w->index);
+    w->image_floats = (size_t)svc->in_w * (size_t)svc->in_h * 3u;
+    rc = worker_alloc(svc, svc->host_pool, svc->host_owner,
+                      w->image_floats * svc->batch * sizeof(float), (void **)&w->input);
+    for (size_t o = 0; !rc && o < svc->n_outputs; o++)
+        rc = worker_alloc(svc, svc->host_pool, svc->host_owner,
+                          svc->out_floats[o] * svc->batch * sizeof(float),
+                          (void **)&w->outputs[o]);
+    if (!rc && svc->bf) {
+        size_t b = vram_blazeface_scratch_bytes(svc->bf);
+        rc = worker_alloc(svc, svc->host_pool, svc->host_owner, b, &w->bf_scratch);
+    }
+    if (!rc)
+        rc = worker_alloc(svc, svc->host_pool, svc->host_owner, sizeof(vram__result),
+                          (void **)&w->result);
+    if (rc)
+        return vram__fail_prefix(rc, "worker %u: batch buffers: ", w->index);
+    pin(svc, w, w->image_floats * svc->batch * sizeof(float));
+    return 0;
+}
+
+static void summarize(const vram_service *svc, const vram__worker *w, unsigned i,
+                      vram__result *r)
+{
+    r->n_outputs = svc->n_outputs;
+    for (size_t o = 0; o < svc->n_outputs; o++) {
+        vram_output_summary *s = &r->outputs[o];
+        const float *v = w->outputs[o] + (size_t)i * svc->out_floats[o];
+        s->name = svc->out_desc[o].name;
+        s->rank = svc->out_desc[o].rank;
+        for (int d = 0; d < s->rank && d < 8; d++)
+            s->dims[d] = d == 0 ? 1 : svc->out_desc[o].dims[d];
+        float mn = FLT_MAX, mx = -FLT_MAX;
+        double sum = 0;
+        for (size_t k = 0; k < svc->out_floats[o]; k++) {
+            mn = v[k] < mn ? v[k] : mn;
+            mx = v[k] > mx ? v[k] : mx;
+            sum += v[k];
+        }
+        s->min = svc->out_floats[o] ? mn : 0;
+        s->max = svc->out_floats[o] ? mx : 0;
+        s->mean = svc->out_floats[o] ? (float)(sum / (double)svc->out_floats[o]) : 0;
+    }
+}
+
+static void decode_faces(const vram_service *svc, const vram__worker *w, unsigned i,
+                         vram__result *r)
+{
+    const float *t[4];
+    for (int k = 0; k < 4; k++) {
+        size_t o = (size_t)svc->bf_index[k];
+        t[k] = w->outputs[o] + (size_t)i * svc->out_floats[o];
+    }
+    const vram_letterbox_map *m = &w->maps[i];
+    float to_source[3] = {m->scale, m->offset_x, m->offset_y};
+    size_t n = 0;
+    vram_blazeface_decode(svc->bf, t[0], t[1], t[2], t[3], to_source, w->bf_scratch, r->faces,
+                          VRAM__FACES_MAX, &n);
+    r->n_faces = n;
+}
+
+/* Copy the frame for a snapshot when one is due and the last was written. */
+static int take_snapshot(vram_service *svc, vram__stream *st, const vram_frame *f)
+{
+    if (!st->snap_rgb)
+        return 0;
+    uint64_t now = vram__now_ns();
+    pthread_mutex_lock(&svc->mu);
+    int due = !st->snap_busy && now >= st->next_snapshot_ns;
+    if (due) {
+        st->snap_busy = 1;
+        st->next_snapshot_ns = now + (uint64_t)(svc->opts.snapshot_every_s * 1e9);
+    }
+    pthread_mutex_unlock(&svc->mu);
+    if (!due)
+        return 0;
+    size_t row = (size_t)f->width * 3u;
+    for (int y = 0; y < f->height; y++)
+        memcpy(st->snap_rgb + (size_t)y * row, f->rgb + (size_t)y * f->stride, row);
+    return 1;
+}
+
+static int run_batch(vram_service *svc, vram__worker *w, unsigned k)
+{
+    int rc = 0;
+    if (svc->batch_symbolic && vram_exec_batch(w->exec) != (int64_t)k)
+        rc = vram_exec_set_batch(w->exec, (int64_t)k);
+    for (unsigned i = 0; i < k && !rc; i++) {
+        vram_frame *f = w->frames[i];
+        rc = vram_letterbox_frame(&svc->lb, f->rgb, f->width, f->height, f->stride,
+                                  w->input + (size_t)i * w->image_floats, &w->maps[i]);
+        w->decoded_ns[i] = f->decoded_ns;
+        w->index_of[i] = f->index;
+        w->pts_of[i] = f->pts_s;
+        w->size_of[i][0] = f->width;
+        w->size_of[i][1] = f->height;
+        w->snap_of[i] = take_snapshot(svc, w->streams[i], f);
+    }
+    /* The pixels are in the batch: the frames go back to their rings now. */
+    for (unsigned i = 0; i < k; i++) {
+        vram_source_release(w->streams[i]->src, w->frames[i]);
+        w->frames[i] = NULL;
+    }
+    size_t run_images = svc->batch_symbolic ? k : svc->batch;
+    if (!rc)
+        rc = vram_exec_set_input(w->exec, 0, w->input,
+                                 w->image_floats * run_images * sizeof(float));
+    if (!rc)
+        rc = vram_exec_run(w->exec);
+    for (size_t o = 0; !rc && o < svc->n_outputs; o++)
+        rc = vram_exec_read_output(w->exec, o, w->outputs[o],
+                                   svc->out_floats[o] * run_images * sizeof(float));
+    return rc;
+}
+
+static void finish_batch(vram_service *svc, vram__worker *w, unsigned k, int rc)
+{
+    vram__result *r = w->result;
+    for (unsigned i = 0; i < k; i++) {
+        vram__stream *st = w->streams[i];
+        if (!rc) {
+            memset(r, 0, offsetof(vram__result, faces));
+            r->stream = st;
+            r->frame = w->index_of[i];
+            r->pts_s = w->pts_of[i];
+            r->width = w->size_of[i][0];
+            r->height = w->size_of[i][1];
+            r->snapshot = w->snap_of[i];
+            r->n_outputs = 0;
+            if (svc->bf)
+                decode_faces(svc, w, i, r);
+            else
+                summarize(svc, w, i, r);
+            r->latency_ms = (double)(vram__now_ns() - w->decoded_ns[i]) / 1e6;
+            vram__latency_add(&st->latency, r->latency_ms);
+            atomic_fetch_add_explicit(&st->faces, r->n_faces, memory_order_relaxed);
+            atomic_fetch_add_explicit(&st->processed, 1, memory_order_relaxed);
+        }
+        pthread_mutex_lock(&svc->mu);
+        if (!rc)
+            st->refs++; /* the queued result points here */
+        else if (w->snap_of[i])
+            st->snap_busy = 0;
+        pthread_mutex_unlock(&svc->mu);
+        if (!rc && vram__results_push(svc, r)) {
+            atomic_fetch_add_explicit(&st->output_dropped, 1, memory_order_relaxed);
+            pthread_mutex_lock(&svc->mu);
+            st->refs--;
+            if (w->snap_of[i])
+                st->snap_busy = 0;
+            pthread_mutex_unlock(&svc->mu);
+        }
+        pthread_mutex_lock(&svc->mu);
+        st->in_flight--;
+        pthread_cond_broadcast(&svc->done_cv);
+        pthread_mutex_unlock(&svc->mu);
+    }
+    if (rc) {
+        vram_log(VRAM_LOG_ERROR, "worker %u: a batch of %u frames failed: %s", w->index, k,
+                 vram_last_error());
+        for (unsigned i = 0; i < k; i++)
+            atomic_fetch_add_explicit(&w->streams[i]->failed_frames, 1, memory_order_relaxed);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    vram__worker *w = arg;
+    vram_service *svc = w->svc;
+    if (svc->device)
+        vram_device_bind(svc->device);
+    for (;;) {
+        pthread_mutex_lock(&svc->mu);
+        unsigned k;
+        while (!(k = vram__ready_take(svc, w, svc->batch)) &&
+               !(svc->stopping && vram__ready_idle(svc)))
+            pthread_cond_wait(&svc->work_cv, &svc->mu);
+        if (k) /* room in the queues it took from */
+            pthread_cond_broadcast(&svc->done_cv);
+        pthread_mutex_unlock(&svc->mu);
+        if (!k)
+            break;
+        int rc = run_batch(svc, w, k);
+        finish_batch(svc, w, k, rc);
+        atomic_fetch_add_explicit(&w->batches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->images, k, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&svc->mu);
+    pthread_cond_broadcast(&svc->work_cv); /* the next worker sees the end too */
+    pthread_mutex_unlock(&svc->mu);
+    return NULL;
+}
+
+int vram__workers_start(vram_service *svc)
+{
+    svc->workers = vram__calloc(svc->n_workers, sizeof *svc->workers);
+    if (!svc->workers)
+        return VRAM_EHOSTMEM;
+    for (unsigned i = 0; i < svc->n_workers; i++) {
+        vram__worker *w = &svc->workers[i];
+        w->svc = svc;
+        w->index = i;
+        int rc = worker_setup(svc, w);
+        if (rc)
+            return rc;
+    }
+    for (unsigned i = 0; i < svc->n_workers; i++) {
+        vram__worker *w = &svc->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w))
+            return vram__fail(VRAM_EHOSTMEM, "cannot start inference worker %u", i);
+        w->thread_started = 1;
+    }
+    return 0;
+}
+
+void vram__workers_join(vram_service *svc)
+{
+    for (unsigned i = 0; svc->workers && i < svc->n_workers; i++)
+        if (svc->workers[i].thread_started) {
+            pthread_join(svc->workers[i].thread, NULL);
+            svc->workers[i].thread_started = 0;
+        }
+}
+
+void vram__workers_free(vram_service *svc)
+{
+    for (unsigned i = 0; svc->workers && i < svc->n_workers; i++) {
+        vram__worker *w = &svc->workers[i];
+        unpin(w);
+        vram_pool_free(svc->host_pool, w->input, NULL);
+        for (size_t o = 0; o < svc->n_outputs; o++)
+            vram_pool_free(svc->host_pool, w->outputs[o], NULL);
+        vram_pool_free(svc->host_pool, w->bf_scratch, NULL);
+        vram_pool_free(svc->host_pool, w->result, NULL);
+        vram_exec_destroy(w->exec);
+    }
+    free(svc->workers);
+    svc->workers = NULL;
+}
