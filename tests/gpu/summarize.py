@@ -168,3 +168,6 @@ if engine:
         text = read(name)
         if text:
             print("### %s\n\n```\n%s\n```\n" % (title, text.strip()))
+service = read("service/summary.md")
+if service:
+    print(service)
