@@ -26,9 +26,9 @@ void vram__ready_push(vram_service *svc, vram__stream *st, vram_frame *f)
 unsigned vram__ready_take(vram_service *svc, vram__worker *w, unsigned max)
 {
     unsigned k = 0;
-    size_t n = svc->n_streams;
+    size_t n = svc->n_streams, base = svc->rr;
     for (size_t step = 0; step < n && k < max; step++) {
-        size_t i = (svc->rr + step) % n;
+        size_t i = (base + step) % n;
         vram__stream *st = svc->streams[i];
         if (!st->ready_count || st->in_flight)
             continue;
