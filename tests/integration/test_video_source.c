@@ -18,24 +18,18 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "video_fixture.h"
 #include <time.h>
 
 #include <vramkit.h>
 #include <vramkit/video.h>
 
 static char dir[64];
-static int have_ffmpeg, have_x265;
-static vram_backend *backend;
-static vram_pool *pool;
+static int have_x265;
 
 #define CLIP_FRAMES 50
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static const char *path_of(const char *name)
 {
@@ -46,15 +40,6 @@ static const char *path_of(const char *name)
     return p;
 }
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
 
 /* testsrc2 at 320x240, 25 fps, `frames` frames, encoded with `codec`
  * (and `extra` options) into dir/name. */
@@ -74,15 +59,8 @@ static int group_setup(void **state)
     snprintf(dir, sizeof dir, "/tmp/vramkit-video-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    if (vram_backend_create("host", &(vram_backend_opts){.capacity = 2ull << 30}, &backend))
+    if (fixture_setup(2ull << 30))
         return -1;
-    vram_pool_opts o;
-    vram_pool_opts_init(&o);
-    o.backend = backend;
-    o.configured_listeners = 0;
-    if (vram_pool_create(&o, &pool))
-        return -1;
-    have_ffmpeg = system("command -v ffmpeg >/dev/null 2>&1") == 0;
     if (!have_ffmpeg)
         return 0;
     have_x265 = sh("ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libx265") == 0;
@@ -101,43 +79,14 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    assert_int_equal(vram_pool_destroy(pool), 0);
-    vram_backend_destroy(backend);
+    fixture_teardown();
     sh("rm -rf '%s'", dir);
     return 0;
 }
 
-static vram_source_opts opts_for(const char *url)
-{
-    vram_source_opts o;
-    assert_int_equal(vram_source_opts_init(&o), 0);
-    o.url = url;
-    o.pool = pool;
-    return o;
-}
 
-static vram_source *open_ok(const vram_source_opts *o)
-{
-    vram_source *s = NULL;
-    int rc = vram_source_open(o, &s);
-    if (rc)
-        fail_msg("vram_source_open(%s): %s: %s", o->url, vram_err_name(rc), vram_last_error());
-    return s;
-}
 
-static uint64_t owner_live(vram_owner owner)
-{
-    vram_usage_stats u;
-    assert_int_equal(vram_owner_stats_get(pool, owner, &u), 0);
-    return u.live_bytes;
-}
 
-static vram_owner new_owner(const char *name, uint64_t budget)
-{
-    vram_owner o;
-    assert_int_equal(vram_owner_create(pool, name, budget, &o), 0);
-    return o;
-}
 
 /* Read to the end: the count of frames; each released at once. */
 static int64_t drain(vram_source *s)

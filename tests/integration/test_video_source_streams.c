@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "video_fixture.h"
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,81 +24,27 @@
 #include <vramkit.h>
 #include <vramkit/video.h>
 
-static int have_ffmpeg;
-static vram_backend *backend;
-static vram_pool *pool;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
 
 static int group_setup(void **state)
 {
     (void)state;
-    if (vram_backend_create("host", &(vram_backend_opts){.capacity = 1ull << 30}, &backend))
+    if (fixture_setup(1ull << 30))
         return -1;
-    vram_pool_opts o;
-    vram_pool_opts_init(&o);
-    o.backend = backend;
-    o.configured_listeners = 0;
-    if (vram_pool_create(&o, &pool))
-        return -1;
-    have_ffmpeg = system("command -v ffmpeg >/dev/null 2>&1") == 0;
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    assert_int_equal(vram_pool_destroy(pool), 0);
-    vram_backend_destroy(backend);
+    fixture_teardown();
     return 0;
 }
 
-static vram_source_opts opts_for(const char *url)
-{
-    vram_source_opts o;
-    assert_int_equal(vram_source_opts_init(&o), 0);
-    o.url = url;
-    o.pool = pool;
-    return o;
-}
 
-static vram_source *open_ok(const vram_source_opts *o)
-{
-    vram_source *s = NULL;
-    int rc = vram_source_open(o, &s);
-    if (rc)
-        fail_msg("vram_source_open(%s): %s: %s", o->url, vram_err_name(rc), vram_last_error());
-    return s;
-}
 
-static uint64_t owner_live(vram_owner owner)
-{
-    vram_usage_stats u;
-    assert_int_equal(vram_owner_stats_get(pool, owner, &u), 0);
-    return u.live_bytes;
-}
 
-static vram_owner new_owner(const char *name, uint64_t budget)
-{
-    vram_owner o;
-    assert_int_equal(vram_owner_create(pool, name, budget, &o), 0);
-    return o;
-}
 
 static void test_synthetic(void **state)
 {
