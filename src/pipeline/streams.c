@@ -285,9 +285,44 @@ int vram_service_add_stream(vram_service *svc, const vram_stream_opts *opts, con
     return 0;
 }
 
+/* What the service's budget has left for a new stream (UINT64_MAX: no
+ * budget), and the sentence's figures. svc->mu held. */
+static uint64_t room_locked(const vram_service *svc)
+{
+    if (!svc->opts.budget)
+        return UINT64_MAX;
+    uint64_t have = svc->fixed_bytes + svc->committed;
+    return have < svc->opts.budget ? svc->opts.budget - have : 0;
+}
+
+/* Opening took more than the service's budget had left: say so with the
+ * budget's figures and the pool's sentence. */
+static int refuse_open(vram_service *svc, const vram__stream *st, uint64_t room, int rc)
+{
+    char lim[32], left[32], fixed[32], used[32], why[512];
+    snprintf(why, sizeof why, "%s", vram_last_error());
+    pthread_mutex_lock(&svc->mu);
+    vram__fmt_bytes(used, sizeof used, svc->committed);
+    pthread_mutex_unlock(&svc->mu);
+    vram__fmt_bytes(lim, sizeof lim, svc->opts.budget);
+    vram__fmt_bytes(left, sizeof left, room);
+    vram__fmt_bytes(fixed, sizeof fixed, svc->fixed_bytes);
+    return vram__fail(rc, "stream %s (%s) does not fit in what the budget of %s has left (%s, "
+                          "after the service's fixed %s and the streams' %s): %s",
+                      st->id, st->url, lim, left, fixed, used, why);
+}
+
 int vram__stream_start(vram_service *svc, vram__stream *st)
 {
-    int rc = find_owner(svc, st->id, st->budget, &st->owner);
+    /* While its source opens, the stream may take no more than the budget
+     * has left, so that it never passes it; its own limit is checked
+     * against its need below, and set once it is admitted. */
+    pthread_mutex_lock(&svc->mu);
+    uint64_t room = room_locked(svc);
+    pthread_mutex_unlock(&svc->mu);
+    if (room == 0)
+        return refuse_open(svc, st, 0, vram__fail(VRAM_EBUDGET, "nothing is left"));
+    int rc = find_owner(svc, st->id, room == UINT64_MAX ? 0 : room, &st->owner);
     if (rc)
         return rc;
     vram_source_opts so;
@@ -299,8 +334,11 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
     so.realtime = st->opts.realtime;
     so.loop = st->opts.loop;
     so.decoder_threads = svc->opts.decoder_threads;
-    if ((rc = vram_source_open(&so, &st->src)))
+    if ((rc = vram_source_open(&so, &st->src))) {
+        if (rc == VRAM_EBUDGET && room != UINT64_MAX)
+            return refuse_open(svc, st, room, rc);
         return vram__fail_prefix(rc, "stream %s: ", st->id);
+    }
     vram_source_info_get(st->src, &st->info);
     uint64_t staging = staging_bytes(svc, &st->info);
     st->need = st->info.frames_bytes + st->info.decoder_bytes + staging + svc->io_share_bytes;
@@ -311,6 +349,8 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
         svc->committed += st->need;
     pthread_mutex_unlock(&svc->mu);
     int committed = rc == 0;
+    if (!rc)
+        rc = vram_owner_set_budget(svc->host_pool, st->owner, st->budget);
     if (!rc && (rc = alloc_staging(svc, st)) != 0)
         vram__fail_prefix(rc, "stream %s: snapshot staging: ", st->id);
     if (!rc) {

@@ -124,6 +124,8 @@ static int open_decoder(vram__av_source *a)
     if (err >= 0) {
         a->dec->pkt_timebase = st->time_base;
         a->dec->thread_count = s->opts.decoder_threads;
+        if (s->opts.decoder_threads <= 1) /* one thread: no frame threads to ask for */
+            a->dec->thread_type = FF_THREAD_SLICE;
         a->dec->opaque = &a->bufs;
         a->dec->get_buffer2 = vram__av_get_buffer2;
 #if FF_API_THREAD_SAFE_CALLBACKS /* libavcodec 58 and 59 ask to be told */
