@@ -3,9 +3,10 @@
  * of ready frames (a full one drops its oldest frame, counted, so a stream
  * that falls behind never holds the others up), and a worker takes the
  * oldest frame of up to B different streams, going round the streams from
- * where the last batch stopped so that none is starved. A stream with a
- * frame being processed waits for it, so that each stream's results come
- * out in display order whatever the number of workers. All under svc->mu. */
+ * where the last batch stopped so that none is starved. A stream's frames
+ * may be in several workers' batches at once: each is numbered as it is
+ * taken, and the workers hand the results on in that order (worker.c), so
+ * each stream's results come out in display order. All under svc->mu. */
 #include "service_internal.h"
 
 void vram__ready_push(vram_service *svc, vram__stream *st, vram_frame *f)
@@ -30,10 +31,11 @@ unsigned vram__ready_take(vram_service *svc, vram__worker *w, unsigned max)
     for (size_t step = 0; step < n && k < max; step++) {
         size_t i = (base + step) % n;
         vram__stream *st = svc->streams[i];
-        if (!st->ready_count || st->in_flight)
+        if (!st->ready_count)
             continue;
         w->frames[k] = st->ready[st->ready_head];
         w->streams[k] = st;
+        w->seq[k] = st->seq_taken++;
         st->ready_head = (st->ready_head + 1) % st->ready_cap;
         st->ready_count--;
         st->in_flight++;

@@ -190,7 +190,7 @@ static int fixed_need(vram_service *svc)
     for (size_t o = 0; o < svc->n_outputs; o++)
         outs += svc->out_floats[o] * sizeof(float);
     svc->io_share_bytes = image + outs;
-    svc->batch_io_bytes = (uint64_t)svc->batch * (image + outs) + sizeof(vram__result) +
+    svc->batch_io_bytes = (uint64_t)svc->batch * (image + outs + sizeof(vram__result)) +
                           (svc->bf ? vram_blazeface_scratch_bytes(svc->bf) : 0);
     svc->fixed_bytes = svc->mem.weights_bytes +
                        (uint64_t)svc->n_workers * (svc->mem.exec_bytes + svc->batch_io_bytes) +
@@ -260,9 +260,9 @@ int vram_service_create(const vram_service_opts *opts, vram_service **out)
     svc->opts = o;
     svc->n_workers = o.workers;
     svc->queue_frames = o.queue_frames;
-    /* A stream's frames: those waiting, one being processed, one being
-     * decoded. */
-    svc->ring_frames = o.queue_frames + 2;
+    /* A stream's frames: those waiting, one in each worker's batch being
+     * letterboxed, one being decoded. */
+    svc->ring_frames = o.queue_frames + o.workers + 1;
     if (o.ring_frames > svc->ring_frames)
         svc->ring_frames = o.ring_frames;
     svc->started_ns = vram__now_ns();

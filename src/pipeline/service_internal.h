@@ -66,6 +66,8 @@ typedef struct vram__stream {
     vram_frame **ready;      /* ring of waiting frames, oldest at ready_head */
     uint32_t ready_head, ready_count, ready_cap;
     uint32_t in_flight;      /* frames taken by workers, not yet done */
+    uint64_t seq_taken;      /* frames taken, in order: the next one's number */
+    uint64_t seq_pushed;     /* results handed on: the next one's number */
     uint32_t refs;           /* results in the output queue that point here */
     /* Snapshots (kind io): the worker copies a frame here when one is due,
      * the output thread encodes it. */
@@ -113,7 +115,7 @@ typedef struct vram__worker {
     size_t image_floats;
     float *outputs[VRAM__OUTPUTS_MAX]; /* per output tensor: batch x its per-image size */
     void *bf_scratch;
-    vram__result *result;    /* the one being filled */
+    vram__result *results;   /* one per image of the batch */
     /* The batch being run. */
     vram_frame *frames[VRAM__BATCH_MAX];
     vram__stream *streams[VRAM__BATCH_MAX];
@@ -123,6 +125,7 @@ typedef struct vram__worker {
     double pts_of[VRAM__BATCH_MAX];
     int size_of[VRAM__BATCH_MAX][2];
     int snap_of[VRAM__BATCH_MAX];
+    uint64_t seq[VRAM__BATCH_MAX]; /* each frame's number in its stream (seq_taken) */
     _Atomic uint64_t batches, images;
 } vram__worker;
 

@@ -64,8 +64,8 @@ static int worker_setup(vram_service *svc, vram__worker *w)
         rc = worker_alloc(svc, svc->host_pool, svc->host_owner, b, &w->bf_scratch);
     }
     if (!rc)
-        rc = worker_alloc(svc, svc->host_pool, svc->host_owner, sizeof(vram__result),
-                          (void **)&w->result);
+        rc = worker_alloc(svc, svc->host_pool, svc->host_owner,
+                          sizeof(vram__result) * svc->batch, (void **)&w->results);
     if (rc)
         return vram__fail_prefix(rc, "worker %u: batch buffers: ", w->index);
     pin(svc, w, w->image_floats * svc->batch * sizeof(float));
@@ -166,48 +166,74 @@ static int run_batch(vram_service *svc, vram__worker *w, unsigned k)
     return rc;
 }
 
+/* One frame's result into r (after a good run). */
+static void make_result(vram_service *svc, vram__worker *w, unsigned i, vram__result *r)
+{
+    vram__stream *st = w->streams[i];
+    memset(r, 0, offsetof(vram__result, faces));
+    r->stream = st;
+    r->frame = w->index_of[i];
+    r->pts_s = w->pts_of[i];
+    r->width = w->size_of[i][0];
+    r->height = w->size_of[i][1];
+    r->snapshot = w->snap_of[i];
+    r->n_outputs = 0;
+    if (svc->bf)
+        decode_faces(svc, w, i, r);
+    else
+        summarize(svc, w, i, r);
+    r->latency_ms = (double)(vram__now_ns() - w->decoded_ns[i]) / 1e6;
+    vram__latency_add(&st->latency, r->latency_ms);
+    atomic_fetch_add_explicit(&st->faces, r->n_faces, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->processed, 1, memory_order_relaxed);
+}
+
+/* Hand frame i's result on (or, after a failed run, only its turn), when
+ * its stream's earlier frames have been. svc->mu held. */
+static void hand_on_locked(vram_service *svc, vram__worker *w, unsigned i, int rc)
+{
+    vram__stream *st = w->streams[i];
+    int dropped = 1;
+    if (!rc) {
+        st->refs++; /* the queued result points here */
+        dropped = vram__results_push(svc, &w->results[i]);
+        if (dropped) {
+            atomic_fetch_add_explicit(&st->output_dropped, 1, memory_order_relaxed);
+            st->refs--;
+        }
+    }
+    if (dropped && w->snap_of[i])
+        st->snap_busy = 0;
+    st->seq_pushed++;
+    st->in_flight--;
+}
+
 static void finish_batch(vram_service *svc, vram__worker *w, unsigned k, int rc)
 {
-    vram__result *r = w->result;
-    for (unsigned i = 0; i < k; i++) {
-        vram__stream *st = w->streams[i];
-        if (!rc) {
-            memset(r, 0, offsetof(vram__result, faces));
-            r->stream = st;
-            r->frame = w->index_of[i];
-            r->pts_s = w->pts_of[i];
-            r->width = w->size_of[i][0];
-            r->height = w->size_of[i][1];
-            r->snapshot = w->snap_of[i];
-            r->n_outputs = 0;
-            if (svc->bf)
-                decode_faces(svc, w, i, r);
-            else
-                summarize(svc, w, i, r);
-            r->latency_ms = (double)(vram__now_ns() - w->decoded_ns[i]) / 1e6;
-            vram__latency_add(&st->latency, r->latency_ms);
-            atomic_fetch_add_explicit(&st->faces, r->n_faces, memory_order_relaxed);
-            atomic_fetch_add_explicit(&st->processed, 1, memory_order_relaxed);
+    for (unsigned i = 0; i < k && !rc; i++)
+        make_result(svc, w, i, &w->results[i]);
+    /* In each stream's order: a frame whose stream's earlier frames are in
+     * another worker's batch waits for them. The oldest frame of every
+     * stream is always free to go, so this never waits for ever. */
+    unsigned char done[VRAM__BATCH_MAX] = {0};
+    unsigned left = k;
+    pthread_mutex_lock(&svc->mu);
+    while (left) {
+        unsigned went = 0;
+        for (unsigned i = 0; i < k; i++) {
+            if (done[i] || w->streams[i]->seq_pushed != w->seq[i])
+                continue;
+            hand_on_locked(svc, w, i, rc);
+            done[i] = 1;
+            went++;
         }
-        pthread_mutex_lock(&svc->mu);
-        if (!rc)
-            st->refs++; /* the queued result points here */
-        else if (w->snap_of[i])
-            st->snap_busy = 0;
-        pthread_mutex_unlock(&svc->mu);
-        if (!rc && vram__results_push(svc, r)) {
-            atomic_fetch_add_explicit(&st->output_dropped, 1, memory_order_relaxed);
-            pthread_mutex_lock(&svc->mu);
-            st->refs--;
-            if (w->snap_of[i])
-                st->snap_busy = 0;
-            pthread_mutex_unlock(&svc->mu);
-        }
-        pthread_mutex_lock(&svc->mu);
-        st->in_flight--;
-        pthread_cond_broadcast(&svc->done_cv);
-        pthread_mutex_unlock(&svc->mu);
+        left -= went;
+        if (went)
+            pthread_cond_broadcast(&svc->done_cv);
+        else
+            pthread_cond_wait(&svc->done_cv, &svc->mu);
     }
+    pthread_mutex_unlock(&svc->mu);
     if (rc) {
         vram_log(VRAM_LOG_ERROR, "worker %u: a batch of %u frames failed: %s", w->index, k,
                  vram_last_error());
@@ -284,7 +310,7 @@ void vram__workers_free(vram_service *svc)
         for (size_t o = 0; o < svc->n_outputs; o++)
             vram_pool_free(svc->host_pool, w->outputs[o], NULL);
         vram_pool_free(svc->host_pool, w->bf_scratch, NULL);
-        vram_pool_free(svc->host_pool, w->result, NULL);
+        vram_pool_free(svc->host_pool, w->results, NULL);
         vram_exec_destroy(w->exec);
     }
     free(svc->workers);

@@ -1,8 +1,9 @@
 /* tests/unit/test_batcher.c - how a batch is made of the streams' ready
  * frames (src/pipeline/batcher.c): one frame from each of up to B different
- * streams, every ready stream taken when B allows, none twice, a stream
- * with a frame in flight skipped, and the next batch starting after the
- * last stream taken, so that none is starved. */
+ * streams, every ready stream taken when B allows, none twice in a batch,
+ * each frame numbered in its stream as it is taken (the order its result is
+ * handed on in), and the next batch starting after the last stream taken,
+ * so that none is starved. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,8 +56,16 @@ static void test_every_ready_stream_once(void **state)
         assert_int_equal(streams[i].in_flight, 1);
         assert_int_equal(streams[i].ready_count, 1);
         assert_ptr_equal(worker.frames[i], &frames[worker.streams[i] - streams][0]);
+        assert_int_equal(worker.seq[i], 0);
     }
-    /* Every stream has a frame in flight: nothing more is taken. */
+    /* Their second frames, numbered 1, while the first are in flight. */
+    k = vram__ready_take(&svc, &worker, 8);
+    assert_int_equal(k, N);
+    for (unsigned i = 0; i < k; i++) {
+        assert_ptr_equal(worker.frames[i], &frames[worker.streams[i] - streams][1]);
+        assert_int_equal(worker.seq[i], 1);
+        assert_int_equal(worker.streams[i]->in_flight, 2);
+    }
     assert_int_equal(vram__ready_take(&svc, &worker, 8), 0);
     assert_false(vram__ready_idle(&svc));
 }
@@ -71,11 +80,11 @@ static void test_round_robin(void **state)
     k = vram__ready_take(&svc, &worker, 2);
     assert_int_equal(k, 2);
     assert_true(taken_from(k, 2) && taken_from(k, 3));
-    /* Stream 4, then round to those whose frame finished. */
-    streams[0].in_flight = 0;
+    /* Stream 4, then round to stream 0's second frame. */
     k = vram__ready_take(&svc, &worker, 2);
     assert_int_equal(k, 2);
     assert_true(taken_from(k, 4) && taken_from(k, 0));
+    assert_int_equal(streams[0].seq_taken, 2);
 }
 
 static void test_idle(void **state)
