@@ -187,6 +187,9 @@ static int run_service(const bench_opts *o, unsigned n_streams, svc_row *row,
     so.model = o->model;
     so.executor = o->executor;
     so.workers = o->workers;
+    /* As many frames of a stream in flight as there are workers, so that
+     * fewer streams than workers still keep every worker busy. */
+    so.stream_in_flight = o->workers;
     so.batch = o->batch;
     vram_service *svc;
     int rc = vram_service_create(&so, &svc);

@@ -89,6 +89,10 @@ typedef struct vram_service_opts {
     uint64_t stream_budget;   /* each stream at most; 0: none */
     uint32_t ring_frames;     /* frame buffers per stream; 0: 4 */
     uint32_t queue_frames;    /* ready frames a stream may have waiting; 0: 2 */
+    uint32_t stream_in_flight; /* frames of one stream in workers' batches at once (1..64;
+                                  its results still come out in order): more lets a few
+                                  streams keep many workers busy, each costs one more
+                                  frame in every stream's ring; 0: 1 */
     uint32_t output_queue;    /* results waiting for the output thread; 0: 1024 */
     int decoder_threads;      /* per decoder; 0: 1 */
     float score_threshold;    /* BlazeFace; 0: the model's (vramkit/blazeface.h) */

@@ -4,7 +4,8 @@
  * that falls behind never holds the others up), and a worker takes the
  * oldest frame of up to B different streams, going round the streams from
  * where the last batch stopped so that none is starved. A stream's frames
- * may be in several workers' batches at once: each is numbered as it is
+ * may be in several workers' batches at once (up to stream_in_flight; one
+ * by default, which keeps its ring small): each is numbered as it is
  * taken, and the workers hand the results on in that order (worker.c), so
  * each stream's results come out in display order. All under svc->mu. */
 #include "service_internal.h"
@@ -31,7 +32,7 @@ unsigned vram__ready_take(vram_service *svc, vram__worker *w, unsigned max)
     for (size_t step = 0; step < n && k < max; step++) {
         size_t i = (base + step) % n;
         vram__stream *st = svc->streams[i];
-        if (!st->ready_count)
+        if (!st->ready_count || st->in_flight >= svc->opts.stream_in_flight)
             continue;
         w->frames[k] = st->ready[st->ready_head];
         w->streams[k] = st;

@@ -217,6 +217,9 @@ static int check_opts(const vram_service_opts *o)
     if (o->batch > VRAM__BATCH_MAX)
         return vram__fail(VRAM_EINVAL, "service: batch %u; at most %u", o->batch,
                           VRAM__BATCH_MAX);
+    if (o->stream_in_flight > 64)
+        return vram__fail(VRAM_EINVAL, "service: %u frames of a stream in flight; at most 64",
+                          o->stream_in_flight);
     if (o->queue_frames > 1024 || o->output_queue > (1u << 20) || o->ring_frames > 1024)
         return vram__fail(VRAM_EINVAL, "service: queues of %u ready frames, %u results, rings "
                                        "of %u frames: at most 1024, 1048576, 1024",
@@ -260,9 +263,11 @@ int vram_service_create(const vram_service_opts *opts, vram_service **out)
     svc->opts = o;
     svc->n_workers = o.workers;
     svc->queue_frames = o.queue_frames;
-    /* A stream's frames: those waiting, one in each worker's batch being
+    /* A stream's frames: those waiting, those in workers' batches being
      * letterboxed, one being decoded. */
-    svc->ring_frames = o.queue_frames + o.workers + 1;
+    o.stream_in_flight = o.stream_in_flight ? o.stream_in_flight : 1;
+    svc->opts.stream_in_flight = o.stream_in_flight;
+    svc->ring_frames = o.queue_frames + o.stream_in_flight + 1;
     if (o.ring_frames > svc->ring_frames)
         svc->ring_frames = o.ring_frames;
     svc->started_ns = vram__now_ns();

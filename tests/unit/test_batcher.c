@@ -35,6 +35,7 @@ static void ready_all(void)
         svc.streams[i] = &streams[i];
     }
     svc.n_streams = N;
+    svc.opts.stream_in_flight = 2;
 }
 
 static int taken_from(unsigned k, int stream)
@@ -87,6 +88,20 @@ static void test_round_robin(void **state)
     assert_int_equal(streams[0].seq_taken, 2);
 }
 
+/* One frame of a stream in flight at most: its second waits. */
+static void test_one_in_flight(void **state)
+{
+    (void)state;
+    ready_all();
+    svc.opts.stream_in_flight = 1;
+    assert_int_equal(vram__ready_take(&svc, &worker, 8), N);
+    assert_int_equal(vram__ready_take(&svc, &worker, 8), 0);
+    streams[3].in_flight = 0;
+    assert_int_equal(vram__ready_take(&svc, &worker, 8), 1);
+    assert_ptr_equal(worker.streams[0], &streams[3]);
+    assert_int_equal(worker.seq[0], 1);
+}
+
 static void test_idle(void **state)
 {
     (void)state;
@@ -102,6 +117,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_ready_stream_once),
         cmocka_unit_test(test_round_robin),
+        cmocka_unit_test(test_one_in_flight),
         cmocka_unit_test(test_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,6 +40,7 @@ typedef struct run_args {
     const char *model, *config, *backend, *jsonl, *snapshots, *listen;
     cli_list inputs;
     uint64_t streams, workers, batch, budget, stream_budget, frames, queue, decoder_threads;
+    uint64_t in_flight;
     double duration, every, interval;
     int realtime, loop, json, quiet;
     int workers_given, batch_given, budget_given, every_given;
@@ -105,6 +106,9 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"--loop", NULL, CLI_FLAG, &a->loop, NULL, "play files again at their end"},
         {"--queue", NULL, CLI_UINT, &a->queue, "N", "ready frames a stream may have waiting "
                                                     "(default 2)", 1, 1024},
+        {"--in-flight", NULL, CLI_UINT, &a->in_flight, "N",
+         "frames of one stream in workers' batches at once (default 1; more: fewer streams "
+         "keep more workers busy, one more frame in each ring)", 1, 64},
         {"--decoder-threads", NULL, CLI_UINT, &a->decoder_threads, "N",
          "threads per decoder (default 1)", 1, 64},
         {"--jsonl", NULL, CLI_STRING, &a->jsonl, "FILE", "a JSON line per processed frame (- for "
@@ -223,6 +227,8 @@ static void service_opts(const run_args *a, const vram_service_config *cfg, vram
         o->queue_frames = (uint32_t)a->queue;
     if (a->decoder_threads)
         o->decoder_threads = (int)a->decoder_threads;
+    if (a->in_flight)
+        o->stream_in_flight = (uint32_t)a->in_flight;
     if (a->jsonl)
         o->jsonl_path = a->jsonl;
     if (a->snapshots)
