@@ -167,12 +167,13 @@ static void add(vram_service *svc, const char *id, const char *url, uint64_t fra
 static void test_exact_counts(void **state)
 {
     (void)state;
-    seen s = {0};
-    vram_service *svc = make(2, 4, 0, &s);
+    static seen s; /* the output thread writes it until the service is gone */
+    memset(&s, 0, sizeof s);
+    vram_service *svc = make_with(front, 2, 4, 0, &s);
     add(svc, "a", "synthetic:320x240@30", 37);
     add(svc, "b", "synthetic:160x120@15", 23);
     add(svc, "c", "synthetic:64x64@30", 5);
-    assert_int_equal(vram_service_wait(svc, 120), 0);
+    assert_int_equal(vram_service_wait(svc, 600), 0);
     const char *ids[] = {"a", "b", "c"};
     uint64_t want[] = {37, 23, 5};
     for (int i = 0; i < 3; i++) {
