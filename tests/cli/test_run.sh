@@ -12,35 +12,18 @@
 # snapshots every 0.2 s that are valid JPEGs of the stream's frame size.
 set -euo pipefail
 vramkit=$1
-src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+source "$(dirname "$0")/run_common.sh"
 tmp=$(mktemp -d)
 rtsp_pid= pub_pid=
-stop_pid() { # kill and reap a background process of ours
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   stop_pid "$pub_pid"
   stop_pid "$rtsp_pid"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-for prog in ffmpeg ffprobe rtsp-server-perl python3; do
-  command -v "$prog" >/dev/null || fail "$prog not found: scripts/deps.sh installs it"
-done
+need ffmpeg ffprobe rtsp-server-perl python3
 started=$(date +%s)
 
-# The model: beside the binary (the build tree), else the source tree's build/models.
-if [ -z "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$(dirname "$vramkit")/models/blazeface_back.onnx" ]; then
-  export VRAM_MODEL_DIR=$src/build/models
-fi
-if [ -n "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$VRAM_MODEL_DIR/blazeface_back.onnx" ]; then
-  fail "no model in $VRAM_MODEL_DIR: scripts/models.sh makes it (make models)"
-fi
-export VRAM_LOG_LEVEL=${VRAM_LOG_LEVEL:-warn}
 
 # ---- clips: 25 fps, short, low resolution ----
 clip() { # OUT SECONDS ENCODER-ARGS...: ffmpeg's testsrc2 pattern at 160x120

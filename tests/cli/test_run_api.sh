@@ -13,29 +13,16 @@
 # /healthz; and SIGTERM prints the summary and the memory line.
 set -euo pipefail
 vramkit=$1
-src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+source "$(dirname "$0")/run_common.sh"
 tmp=$(mktemp -d)
 run_pid=
 cleanup() {
-  if [ -n "$run_pid" ]; then
-    kill "$run_pid" 2>/dev/null || true
-    wait "$run_pid" 2>/dev/null || true
-  fi
+  stop_pid "$run_pid"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-for prog in curl promtool python3; do
-  command -v "$prog" >/dev/null || fail "$prog not found: scripts/deps.sh installs it"
-done
+need curl promtool python3
 started=$(date +%s)
-if [ -z "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$(dirname "$vramkit")/models/blazeface_back.onnx" ]; then
-  export VRAM_MODEL_DIR=$src/build/models
-fi
-if [ -n "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$VRAM_MODEL_DIR/blazeface_back.onnx" ]; then
-  fail "no model in $VRAM_MODEL_DIR: scripts/models.sh makes it (make models)"
-fi
-export VRAM_LOG_LEVEL=${VRAM_LOG_LEVEL:-warn}
 
 # The bodies are read with sed where that is enough (starting python3 takes long on a
 # loaded machine). field KEY [FILE]: a number or string member of a flat JSON object (the

@@ -13,15 +13,9 @@
 # printed, the memory line, exit status 0).
 set -euo pipefail
 vramkit=$1
-src=${VRAM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+source "$(dirname "$0")/run_common.sh"
 tmp=$(mktemp -d)
 rtsp_pid= pub_pid= run_pid=
-stop_pid() { # kill and reap a background process of ours
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   stop_pid "$run_pid"
   stop_pid "$pub_pid"
@@ -29,18 +23,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-for prog in ffmpeg ffprobe rtsp-server-perl python3; do
-  command -v "$prog" >/dev/null || fail "$prog not found: scripts/deps.sh installs it"
-done
+need ffmpeg ffprobe rtsp-server-perl python3
 started=$(date +%s)
-if [ -z "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$(dirname "$vramkit")/models/blazeface_back.onnx" ]; then
-  export VRAM_MODEL_DIR=$src/build/models
-fi
-if [ -n "${VRAM_MODEL_DIR:-}" ] && [ ! -f "$VRAM_MODEL_DIR/blazeface_back.onnx" ]; then
-  fail "no model in $VRAM_MODEL_DIR: scripts/models.sh makes it (make models)"
-fi
-export VRAM_LOG_LEVEL=${VRAM_LOG_LEVEL:-warn}
 
 # ---- clips ----
 x264=(-c:v libx264 -preset veryfast -g 25 -bf 0)
