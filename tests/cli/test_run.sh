@@ -91,35 +91,6 @@ for _ in range(500):
         print(base)
         break')
 [ -n "$rtp" ] || fail "no free UDP range for the RTSP server's RTP ports"
-# rtsp_server: the packaged rtsp-server-perl on our ports. When a connection closes while
-# nothing is mounted, its housekeeping sets the next RTP port back to the package's
-# $RTP_START_PORT (20000, where another server may be, and not the port asked for): that
-# is set to our range too. Run in the background (it execs, so that $! is the server).
-rtsp_server() {
-  exec perl -e 'require RTSP::Server; $RTSP::Server::RTP_START_PORT = shift @ARGV;
-           my $script = shift @ARGV; do $script; die $@ if $@;' \
-    "$rtp" "$(command -v rtsp-server-perl)" --clientport "$cport" --serverport "$sport" \
-    --rtp_start_port "$rtp"
-}
-# wait_port PORT [udp]: until something listens on the TCP port, or has the UDP port bound
-# (10 s), read from /proc/net.
-wait_port() {
-  python3 - "$1" "${2:-tcp}" <<'PY' || return 1
-import sys, time
-want, proto = ":%04X" % int(sys.argv[1]), sys.argv[2]
-end = time.time() + 10
-while time.time() < end:
-    for table in (f"/proc/net/{proto}", f"/proc/net/{proto}6"):
-        try:
-            rows = [r.split() for r in open(table).read().splitlines()[1:]]
-        except OSError:
-            continue
-        if any(r[1].endswith(want) and (proto == "udp" or r[3] == "0A") for r in rows):
-            sys.exit(0)
-    time.sleep(0.1)
-sys.exit(1)
-PY
-}
 cam=rtsp://127.0.0.1:$cport/cam1
 rtsp_server >"$tmp/rtsp.log" 2>&1 &
 rtsp_pid=$!
