@@ -197,6 +197,21 @@ VRAM_API int vram_pool_alloc(vram_pool *pool, uint64_t size, vram_owner owner, v
  * changes then. */
 VRAM_API int vram_pool_free(vram_pool *pool, void *ptr, vram_stream stream);
 
+/* Memory the pool did not allocate but that an owner holds: device memory
+ * a driver takes for itself (an NVDEC decoder's surfaces, say), measured
+ * by the caller. A charge counts in the owner's and the kind's live bytes
+ * and against the owner's budget as an allocation of that size would
+ * (VRAM_EBUDGET with the sentence when it does not fit: nothing is
+ * charged then), and in charged_bytes of the owner, the kind and the pool;
+ * it takes nothing from the backend, so the pool's live, allocated and
+ * reserved bytes do not include it, and no listener hears of it.
+ * vram_pool_uncharge gives bytes back: VRAM_EINVAL (nothing changes) when
+ * the owner or the kind has fewer charged bytes than that. Both:
+ * VRAM_EINVAL for a NULL pool, an unknown owner or kind, or 0 bytes. */
+VRAM_API int vram_pool_charge(vram_pool *pool, uint64_t size, vram_owner owner, vram_kind kind);
+VRAM_API int vram_pool_uncharge(vram_pool *pool, uint64_t size, vram_owner owner,
+                                vram_kind kind);
+
 /* Size and owner of a live block, into *out (the caller's). VRAM_ENOTALLOC
  * when ptr is not live (NULL included), VRAM_EINVAL for a NULL pool or out;
  * *out is not written on error. */

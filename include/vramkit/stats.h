@@ -44,7 +44,8 @@ extern "C" {
     X(backend_calls_total, U64, "calls into the backend")                              \
     X(backend_failures_total, U64, "backend calls that failed")                        \
     X(event_waits_total, U64, "waits for stream events (memory short, trim, destroy)") \
-    X(trims_total, U64, "trims, asked for or forced by memory pressure")
+    X(trims_total, U64, "trims, asked for or forced by memory pressure")                \
+    X(charged_bytes, U64, "bytes charged for memory the pool did not allocate (not in live_bytes)")
 
 /* Budgets and owner/kind live bytes count bytes as requested, not aligned. */
 
@@ -56,7 +57,8 @@ extern "C" {
     X(allocs_total, U64, "successful allocations")                                     \
     X(frees_total, U64, "frees")                                                       \
     X(failed_allocs_total, U64, "allocations refused")                                 \
-    X(budget_bytes, U64, "budget (0: none; owners only)")
+    X(budget_bytes, U64, "budget (0: none; owners only)")                                 \
+    X(charged_bytes, U64, "of live_bytes, bytes charged for memory the pool did not allocate")
 
 #define VRAM_STATS_TYPE_U64 uint64_t
 #define VRAM_STATS_TYPE_F64 double

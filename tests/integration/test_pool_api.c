@@ -431,6 +431,58 @@ static void test_budgets(void **state)
     }
 }
 
+/* Charges: a driver's own memory counted against an owner's budget and in
+ * the owner's and kind's live bytes, never in the pool's blocks. */
+static void test_charges(void **state)
+{
+    (void)state;
+    vram_backend *b = sim_new(1 * GiB, 2 * MiB);
+    vram_pool_opts o = opts_for(b, policies[0], 0);
+    vram_pool *p = pool_new(&o);
+    vram_owner cam;
+    assert_int_equal(vram_owner_create(p, "cam09", 32 * MiB, &cam), 0);
+    void *x = alloc_ok(p, 4 * MiB, cam, VRAM_KIND_FRAMES, STREAM_A);
+    assert_int_equal(vram_pool_charge(p, 20 * MiB, cam, VRAM_KIND_DECODER), 0);
+    vram_usage_stats u = owner_stats(p, cam);
+    assert_int_equal(u.live_bytes, 24 * MiB);
+    assert_int_equal(u.charged_bytes, 20 * MiB);
+    assert_int_equal(u.live_blocks, 1);
+    vram_usage_stats k;
+    assert_int_equal(vram_kind_stats_get(p, VRAM_KIND_DECODER, &k), 0);
+    assert_int_equal(k.live_bytes, 20 * MiB);
+    assert_int_equal(k.charged_bytes, 20 * MiB);
+    vram_pool_stats st = stats_of(p);
+    assert_int_equal(st.live_bytes, 4 * MiB); /* blocks only */
+    assert_int_equal(st.charged_bytes, 20 * MiB);
+    /* The budget counts charges and blocks together. */
+    vram_clear_error();
+    assert_int_equal(vram_pool_charge(p, 9 * MiB, cam, VRAM_KIND_DECODER), VRAM_EBUDGET);
+    if (!strstr(vram_last_error(), "cam09") || !strstr(vram_last_error(), "a charge of 9.00 MiB"))
+        fail_msg("the refusal names neither the owner nor the charge: \"%s\"", vram_last_error());
+    void *ptr = NULL;
+    assert_int_equal(vram_pool_alloc(p, 9 * MiB, cam, VRAM_KIND_IO, STREAM_A, &ptr), VRAM_EBUDGET);
+    assert_int_equal(owner_stats(p, cam).live_bytes, 24 * MiB);
+    /* Giving back more than was charged changes nothing. */
+    assert_int_equal(vram_pool_uncharge(p, 21 * MiB, cam, VRAM_KIND_DECODER), VRAM_EINVAL);
+    if (!strstr(vram_last_error(), "20.0 MiB charged"))
+        fail_msg("the refusal does not say what is charged: \"%s\"", vram_last_error());
+    assert_int_equal(vram_pool_uncharge(p, 1 * MiB, cam, VRAM_KIND_FRAMES), VRAM_EINVAL);
+    assert_int_equal(owner_stats(p, cam).charged_bytes, 20 * MiB);
+    /* Bad arguments. */
+    assert_int_equal(vram_pool_charge(NULL, 1, cam, VRAM_KIND_DECODER), VRAM_EINVAL);
+    assert_int_equal(vram_pool_charge(p, 0, cam, VRAM_KIND_DECODER), VRAM_EINVAL);
+    assert_int_equal(vram_pool_charge(p, 1, 999, VRAM_KIND_DECODER), VRAM_EINVAL);
+    assert_int_equal(vram_pool_charge(p, 1, cam, (vram_kind)99), VRAM_EINVAL);
+    assert_int_equal(vram_pool_uncharge(p, 20 * MiB, cam, VRAM_KIND_DECODER), 0);
+    u = owner_stats(p, cam);
+    assert_int_equal(u.live_bytes, 4 * MiB);
+    assert_int_equal(u.charged_bytes, 0);
+    assert_int_equal(u.peak_live_bytes, 24 * MiB);
+    assert_int_equal(stats_of(p).charged_bytes, 0);
+    free_ok(p, x, STREAM_A);
+    destroy_ok(p, b);
+}
+
 /* ---- frees and destruction --------------------------------------------------- */
 
 static void test_bad_frees(void **state)
@@ -1112,6 +1164,7 @@ int main(void)
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_owners),
         cmocka_unit_test(test_budgets),
+        cmocka_unit_test(test_charges),
         cmocka_unit_test(test_bad_frees),
         cmocka_unit_test(test_destroy_busy),
         cmocka_unit_test(test_stats_exact),

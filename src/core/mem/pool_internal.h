@@ -52,6 +52,7 @@ typedef struct vram__stream_state {
 typedef struct vram__usage {
     uint64_t live_bytes, peak_live_bytes, live_blocks;
     uint64_t allocs_total, frees_total, failed_allocs_total;
+    uint64_t charged_bytes;  /* of live_bytes: vram_pool_charge's */
 } vram__usage;
 
 typedef struct vram__owner {

@@ -32,6 +32,7 @@ void vram__usage_to_stats(const vram__usage *u, uint64_t budget, vram_usage_stat
         .frees_total = u->frees_total,
         .failed_allocs_total = u->failed_allocs_total,
         .budget_bytes = budget,
+        .charged_bytes = u->charged_bytes,
     };
 }
 
