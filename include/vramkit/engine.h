@@ -201,6 +201,14 @@ VRAM_API int vram_exec_destroy(vram_exec *exec);
  * driver has taken the bytes when this returns, but from page-locked memory
  * `data` must stay unchanged until the next vram_exec_run returns. */
 VRAM_API int vram_exec_set_input(vram_exec *exec, size_t i, const void *data, size_t bytes);
+/* Input i's binding, to write in place instead of copying in: a pointer
+ * into the execution context's memory (device memory for the cuda
+ * executor: write it with work queued on vram_exec_stream before the run,
+ * such as vram_letterbox_frames_cuda), owned by the context and valid
+ * until destroy, and its byte count at the context's batch. What is there
+ * is what the next run reads. VRAM_EINVAL for NULL arguments or i out of
+ * range. */
+VRAM_API int vram_exec_input_binding(vram_exec *exec, size_t i, void **data, size_t *bytes);
 /* Run the next runs at `batch` (1 .. the engine's batch, when the model's
  * batch is symbolic): inputs and outputs then have that batch's sizes.
  * VRAM_EINVAL outside that range, or for another batch of a model whose

@@ -108,6 +108,21 @@ int vram_exec_set_input(vram_exec *c, size_t i, const void *data, size_t bytes)
     return bytes ? e->ex->copy_in(c->e, c, c->ptr[v], data, bytes) : 0;
 }
 
+int vram_exec_input_binding(vram_exec *c, size_t i, void **data, size_t *bytes)
+{
+    if (!c || !data || !bytes)
+        return vram__fail(VRAM_EINVAL,
+                          "vram_exec_input_binding: context, data and bytes are required");
+    const vram_engine *e = c->e;
+    if (i >= (size_t)e->g.n_inputs)
+        return vram__fail(VRAM_EINVAL, "input %zu does not exist (the model has %d)", i,
+                          e->g.n_inputs);
+    int v = e->g.inputs[i];
+    *data = c->ptr[v];
+    *bytes = (size_t)c->var->bytes[v];
+    return 0;
+}
+
 int vram_exec_run(vram_exec *c)
 {
     if (!c)
