@@ -21,6 +21,7 @@ packages=(
   libswscale-dev    # service: decoded pictures to RGB
   libavutil-dev
   libturbojpeg0-dev # service: annotated JPEG snapshots
+  libffmpeg-nvenc-dev # service: the NVDEC headers (ffnvcodec; libnvcuvid is loaded at run time)
   ffmpeg            # make run: the sample clips, made once
   python3-skimage   # make run: astronaut.png, a real photograph with a face, for a clip
   python3-onnx      # make run: the BlazeFace model given a symbolic batch (tools/onnx/rebatch.py)

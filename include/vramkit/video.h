@@ -1,11 +1,16 @@
 /* vramkit/video.h - video sources and frames (libvramkit-service): files and
- * network streams decoded on the CPU (libavformat, libavcodec, libswscale),
- * and a synthetic source that needs nothing; every decoded frame lands, as
- * packed RGB24, in a fixed ring of frame buffers the source takes from a
- * pool (kind VRAM_KIND_FRAMES, charged to the stream's owner) when it is
- * opened; the decoder's own picture buffers come from the same pool (kind
- * VRAM_KIND_DECODER). Then the letterbox preprocessing that turns a frame
- * into a model's input.
+ * network streams decoded on the CPU (libavformat, libavcodec, libswscale)
+ * or by NVDEC on the GPU (vram_decode below), and a synthetic source that
+ * needs nothing. On the CPU every decoded frame lands, as packed RGB24, in
+ * a fixed ring of frame buffers the source takes from a pool (kind
+ * VRAM_KIND_FRAMES, charged to the stream's owner) when it is opened; the
+ * decoder's own picture buffers come from the same pool (kind
+ * VRAM_KIND_DECODER). With NVDEC a frame is the decoder's output surface,
+ * NV12 in device memory, and the decoder's device memory is charged to the
+ * owner. Then the letterbox preprocessing that turns a frame into a
+ * model's input: on the CPU for RGB24 frames, by one kernel for a batch of
+ * NVDEC frames. The synthetic source always makes RGB24 frames on the
+ * CPU.
  *
  * URLs: a path (mp4, mkv, ts, raw .h264/.hevc: anything libavformat reads),
  * rtsp://, http://, udp:// (anything libavformat opens; rtsp goes over UDP,
@@ -57,7 +62,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vramkit/device.h"
 #include "vramkit/pool.h"
+#include "vramkit/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,8 +72,9 @@ extern "C" {
 
 /* One decoded frame in the source's ring. */
 typedef struct vram_frame {
-    uint8_t *rgb;        /* packed RGB24: height rows of `stride` bytes (width x 3
-                            rounded up to 64; the bytes past width x 3 are not set) */
+    uint8_t *rgb;        /* packed RGB24: height rows of `stride` bytes (the width
+                            rounded up to 16 pixels, x 3, rounded up to 64 bytes; the
+                            bytes past width x 3 are not set) */
     int width, height;
     size_t stride;
     int64_t index;       /* 0-based, in display order, across loops and reconnects */
@@ -74,10 +82,58 @@ typedef struct vram_frame {
     uint64_t decoded_ns; /* monotonic clock (CLOCK_MONOTONIC, ns) when it was decoded
                             (with realtime: when it was due and handed out) */
     uint32_t slot;       /* its place in the ring (the source's) */
-    uint64_t reserved[4]; /* room for later fields (zero) */
+    /* Frames decoded by NVDEC (vram_source_info.device_frames): NV12 in
+     * device memory of the source's CUDA context, `rgb` NULL and stride 0:
+     * the luma plane (height rows of `pitch` bytes) at `luma`, the chroma
+     * plane (height / 2 rows of U, V pairs, `pitch` bytes apart) at
+     * `chroma`. 0 for frames in host memory. */
+    uint64_t luma, chroma; /* CUdeviceptr */
+    size_t pitch;
+    int16_t matrix;      /* colour matrix of the YUV it came from (AVColorSpace
+                            numbering: 1 BT.709, 5/6 BT.601, 9 BT.2020; 2 unknown,
+                            converted as BT.601) */
+    int16_t full_range;  /* 1: YUV in 0..255 (JPEG range); 0: 16..235 */
+    uint32_t reserved;   /* room for later fields (zero) */
 } vram_frame;
 
 typedef struct vram_source vram_source;
+
+/* Where a source decodes.
+ *
+ * VRAM_DECODE_CPU: libavcodec; frames are RGB24 in host memory, in a ring
+ * taken from `pool` (host memory).
+ *
+ * VRAM_DECODE_NVDEC: libavformat demuxes (H.264 and HEVC go to Annex B),
+ * and NVIDIA's parser and a decoder of the GPU's (nvcuvid, loaded at run
+ * time) decode on the device's shared context (or `cuda_context`), under
+ * one cuvidCtxLock per source. The decoder has the parser's minimum of
+ * decode surfaces plus extra_surfaces, and ring_frames output surfaces:
+ * a frame is an output surface mapped (NV12 in device memory) until it is
+ * released, so the ring is the output surfaces and the source allocates
+ * no frame buffers. The device memory the driver takes for the decoder is
+ * measured when it is created (the free memory before and after, with
+ * decoder creations and destructions serialised in the process) and
+ * charged to `owner` of `pool` (a pool on that device): the output
+ * surfaces' share as kind frames, the rest as kind decoder; it goes back
+ * when the source closes. A codec, bit depth, chroma format or frame size
+ * the GPU's decoders do not take is refused (VRAM_ENOSYS naming it and the
+ * limit); no usable driver or libnvcuvid is VRAM_ENOSYS with the reason.
+ *
+ * VRAM_DECODE_AUTO: NVDEC when a device is given and NVDEC takes the
+ * stream, else the CPU (vram_source_info.fallback says why; `pool` must
+ * then be host memory, so a caller that passes a device pool gets the
+ * refusal instead of a CPU fallback into device memory: see the service's
+ * auto, which opens the CPU source with its host pool). */
+typedef enum vram_decode {
+    VRAM_DECODE_CPU = 0,
+    VRAM_DECODE_NVDEC = 1,
+    VRAM_DECODE_AUTO = 2
+} vram_decode;
+
+/* "cpu", "nvdec", "auto" (NULL for another value), and back (VRAM_EINVAL
+ * naming the text otherwise). */
+VRAM_API const char *vram_decode_name(vram_decode decode);
+VRAM_API int vram_decode_parse(const char *name, vram_decode *out);
 
 typedef struct vram_source_opts {
     uint32_t size; /* sizeof(vram_source_opts), which vram_source_opts_init sets; 0
@@ -96,6 +152,14 @@ typedef struct vram_source_opts {
     double open_timeout_s;    /* network: give up opening or reading after this (a
                                  read that waits longer counts as the peer gone;
                                  rtsp may try UDP, then TCP); 0: 5 */
+    vram_decode decode;       /* where pictures are decoded (below); 0: the CPU */
+    vram_device *device;      /* nvdec and auto: the GPU whose shared context the
+                                 decoder is made on (vramkit/device.h); borrowed, it
+                                 must outlive the source */
+    void *cuda_context;       /* nvdec: a CUcontext of the caller's to use instead of
+                                 the device's shared one (then `device` may be NULL) */
+    uint32_t extra_surfaces;  /* nvdec: decode surfaces beyond the parser's minimum
+                                 (0..32); 0: none */
 } vram_source_opts;
 
 /* Defaults as above. Returns 0, or VRAM_EINVAL for a NULL opts. */
@@ -111,7 +175,14 @@ typedef struct vram_source_info {
     uint64_t frame_bytes;     /* one frame buffer, as allocated */
     uint64_t frames_bytes;    /* the ring: ring_frames x frame_bytes */
     uint64_t decoder_bytes;   /* the decoder's picture buffers, as estimated at open
-                                 from the first frame (stats say what they are) */
+                                 from the first frame (stats say what they are);
+                                 nvdec: the decoder's device memory as measured,
+                                 less the output surfaces (frames_bytes) */
+    vram_decode decode;       /* how it decodes: VRAM_DECODE_CPU or _NVDEC */
+    int device_frames;        /* frames are NV12 in device memory (nvdec) */
+    uint32_t decode_surfaces; /* nvdec: the decoder's decode surfaces */
+    uint32_t output_surfaces; /* nvdec: its output surfaces (the ring) */
+    char fallback[192];       /* auto on the CPU: why not NVDEC ("" otherwise) */
     uint64_t reserved[4];
 } vram_source_info;
 
@@ -193,6 +264,42 @@ typedef struct vram_letterbox_map {
 VRAM_API int vram_letterbox_frame(const vram_letterbox *lb, const uint8_t *rgb, int width,
                                   int height, size_t stride, float *dst,
                                   vram_letterbox_map *map);
+
+/* Most frames one vram_letterbox_frames_cuda launch takes. */
+#define VRAM_LETTERBOX_CUDA_MAX 64
+
+/* The same for `n` NVDEC frames (1..VRAM_LETTERBOX_CUDA_MAX,
+ * vram_source_info.device_frames) at once, by one kernel on `stream` (a
+ * CUstream of the frames' context, current on the calling thread; NULL:
+ * its default stream): each frame's YUV converted to RGB with its matrix
+ * and range as the CPU path converts (BT.601 when unknown), then resized,
+ * centred and normalized as above, frame i into dst + i x (width x height
+ * x 3) floats of device memory (an execution context's input binding,
+ * say; vram_exec_input_binding). maps (may be NULL) gets each frame's
+ * placement. Queued: it returns once launched; the frames must stay held,
+ * and dst unread, until the stream has run it. The first call in a context
+ * loads the kernels into it (kept until the process ends); after that it
+ * allocates nothing. VRAM_EINVAL for NULL or inconsistent arguments or a
+ * host frame, VRAM_ENOSYS without CUDA, VRAM_EBACKEND for a failed launch. */
+VRAM_API int vram_letterbox_frames_cuda(const vram_letterbox *lb, vram_frame *const *frames,
+                                        unsigned n, void *dst, vram_stream stream,
+                                        vram_letterbox_map *maps);
+
+/* Copy an NVDEC frame's pixels to host memory as NV12: height luma rows,
+ * then height / 2 (rounded up) chroma rows, each dst_pitch bytes apart
+ * (at least the width): for snapshots, checks and tests. Its context must
+ * be current on the calling thread; waits for the copy. VRAM_EINVAL for a
+ * NULL or host frame or a short pitch, VRAM_ENOSYS without a driver,
+ * VRAM_EBACKEND for a failed copy. */
+VRAM_API int vram_frame_copy_nv12(const vram_frame *frame, uint8_t *dst, size_t dst_pitch);
+
+/* An NV12 frame's pixels (in host memory: luma rows then chroma rows, each
+ * `pitch` bytes apart, as copied from a device frame) as packed RGB24
+ * (`stride` bytes a row), converted as the kernels convert; for snapshots.
+ * VRAM_EINVAL for NULL or inconsistent arguments. */
+VRAM_API int vram_nv12_to_rgb(const uint8_t *luma, const uint8_t *chroma, size_t pitch,
+                              int width, int height, int matrix, int full_range, uint8_t *rgb,
+                              size_t stride);
 
 #ifdef __cplusplus
 }

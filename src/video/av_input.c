@@ -1,8 +1,8 @@
 /* src/video/av_input.c - opening and closing the libav source's input: the
  * demuxer with an interrupt callback (vram_source_interrupt, and for
  * network streams open_timeout_s on every open and read), the best video
- * stream, and its decoder with open's threads and the pool's picture
- * buffers. rtsp:// goes over UDP first, then over TCP when that fails. */
+ * stream, and its decoder (the source's decoder ops: CPU or NVDEC).
+ * rtsp:// goes over UDP first, then over TCP when that fails. */
 #include "av_input.h"
 
 #include <stdio.h>
@@ -92,53 +92,23 @@ static int open_format(vram__av_source *a)
     return vram__fail(VRAM_EIO, "video source %s: cannot open it: %s", s->url, why);
 }
 
-static int open_decoder(vram__av_source *a)
+/* The best video stream; the others are discarded. */
+static int select_stream(vram__av_source *a)
 {
     vram_source *s = a->src;
-    const AVCodec *codec = NULL;
-    int idx = av_find_best_stream(a->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (idx == AVERROR_STREAM_NOT_FOUND)
+    int idx = av_find_best_stream(a->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    if (idx < 0)
         return vram__fail(VRAM_EPARSE, "video source %s: it has no video stream (format %s)",
                           s->url, a->fmt->iformat->name);
-    if (idx < 0 || !codec) {
-        int id = AV_CODEC_ID_NONE;
-        for (unsigned i = 0; i < a->fmt->nb_streams; i++)
-            if (a->fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_VIDEO)
-                id = a->fmt->streams[i]->codecpar->codec_id;
-        return vram__fail(VRAM_EPARSE, "video source %s: no decoder for its video codec %s",
-                          s->url, avcodec_get_name(id));
-    }
     AVStream *st = a->fmt->streams[idx];
     if (st->codecpar->width <= 0 || st->codecpar->height <= 0)
         return vram__fail(VRAM_EPARSE, "video source %s: its %s stream has no frame size", s->url,
-                          codec->name);
+                          avcodec_get_name(st->codecpar->codec_id));
     for (unsigned i = 0; i < a->fmt->nb_streams; i++)
         if ((int)i != idx)
             a->fmt->streams[i]->discard = AVDISCARD_ALL;
     a->stream = idx;
     a->tb = st->time_base;
-    if (!(a->dec = avcodec_alloc_context3(codec)))
-        return vram__fail(VRAM_EHOSTMEM, "video source %s: out of host memory", s->url);
-    char why[128];
-    int err = avcodec_parameters_to_context(a->dec, st->codecpar);
-    if (err >= 0) {
-        a->dec->pkt_timebase = st->time_base;
-        a->dec->thread_count = s->opts.decoder_threads;
-        if (s->opts.decoder_threads <= 1) /* one thread: no frame threads to ask for */
-            a->dec->thread_type = FF_THREAD_SLICE;
-        a->dec->opaque = &a->bufs;
-        a->dec->get_buffer2 = vram__av_get_buffer2;
-#if FF_API_THREAD_SAFE_CALLBACKS /* libavcodec 58 and 59 ask to be told */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-        a->dec->thread_safe_callbacks = 1;
-#pragma GCC diagnostic pop
-#endif
-        err = avcodec_open2(a->dec, codec, NULL);
-    }
-    if (err < 0)
-        return vram__fail(VRAM_EPARSE, "video source %s: cannot open its %s decoder: %s", s->url,
-                          codec->name, vram__av_err(err, why, sizeof why));
     return 0;
 }
 
@@ -146,7 +116,9 @@ int vram__av_input_open(vram__av_source *a)
 {
     int rc = open_format(a);
     if (rc == 0)
-        rc = open_decoder(a);
+        rc = select_stream(a);
+    if (rc == 0)
+        rc = a->decoder->open(a);
     if (rc) {
         vram__saved_error e;
         vram__error_save(&e);
@@ -161,11 +133,9 @@ int vram__av_input_open(vram__av_source *a)
 
 void vram__av_input_close(vram__av_source *a)
 {
-    if (a->frame)
-        av_frame_unref(a->frame);
     if (a->pkt)
         av_packet_unref(a->pkt);
-    avcodec_free_context(&a->dec);
+    a->decoder->close(a);
     avformat_close_input(&a->fmt);
     a->have_frame = 0;
     a->draining = 0;

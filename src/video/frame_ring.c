@@ -10,7 +10,10 @@
 
 size_t vram__rgb_stride(int width)
 {
-    return (size_t)vram__align_up((uint64_t)width * 3u, 64);
+    /* libswscale's converters write whole blocks of 16 pixels: a row holds
+     * the width rounded up to 16 pixels, so that the last block of a row
+     * stays in it (and, for the last row, in the buffer). */
+    return (size_t)vram__align_up(vram__align_up((uint64_t)width, 16) * 3u, 64);
 }
 
 int vram__ring_open(vram__frame_ring *r, vram_pool *pool, vram_owner owner, uint32_t count,
@@ -19,7 +22,7 @@ int vram__ring_open(vram__frame_ring *r, vram_pool *pool, vram_owner owner, uint
     memset(r, 0, sizeof *r);
     r->pool = pool;
     r->owner = owner;
-    r->frame_bytes = (uint64_t)vram__rgb_stride(width) * (uint64_t)height;
+    r->frame_bytes = pool ? (uint64_t)vram__rgb_stride(width) * (uint64_t)height : 0;
     r->frames = vram__calloc(count, sizeof *r->frames);
     r->held = vram__calloc(count, 1);
     if (!r->frames || !r->held) {
@@ -37,6 +40,11 @@ int vram__ring_open(vram__frame_ring *r, vram_pool *pool, vram_owner owner, uint
     }
     r->locks = 1;
     for (uint32_t i = 0; i < count; i++) {
+        if (!pool) { /* records only: the decoder's surfaces hold the pixels */
+            r->frames[i] = (vram_frame){.width = width, .height = height, .slot = i};
+            r->count = i + 1;
+            continue;
+        }
         void *p = NULL;
         int rc = vram_pool_alloc(pool, r->frame_bytes, owner, VRAM_KIND_FRAMES, NULL, &p);
         if (rc) {
@@ -110,7 +118,7 @@ uint32_t vram__ring_held(vram__frame_ring *r)
 
 void vram__ring_close(vram__frame_ring *r)
 {
-    for (uint32_t i = 0; r->frames && i < r->count; i++)
+    for (uint32_t i = 0; r->pool && r->frames && i < r->count; i++)
         vram_pool_free(r->pool, r->frames[i].rgb, NULL);
     if (r->locks) {
         pthread_cond_destroy(&r->cv);

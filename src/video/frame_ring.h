@@ -28,10 +28,14 @@ typedef struct vram__frame_ring {
     pthread_cond_t cv;
 } vram__frame_ring;
 
-/* Buffers of RGB24 rows this wide: 3 bytes a pixel, rounded up to 64. */
+/* Buffers of RGB24 rows this wide: the width rounded up to 16 pixels (the
+ * converters write whole blocks of them), 3 bytes a pixel, rounded up to
+ * 64 bytes. */
 size_t vram__rgb_stride(int width);
 
-/* Take `count` buffers of stride x height bytes for width x height frames.
+/* Take `count` buffers of stride x height bytes for width x height frames
+ * (a NULL pool: records only, rgb NULL, for frames whose pixels live in
+ * the decoder's surfaces).
  * On error (the pool's VRAM_EBUDGET or VRAM_ENOMEM with its sentence,
  * VRAM_EHOSTMEM) nothing is kept and the ring reads as closed. */
 int vram__ring_open(vram__frame_ring *r, vram_pool *pool, vram_owner owner, uint32_t count,

@@ -66,8 +66,18 @@ static int opts_check(const vram_source_opts *o)
 {
     if (!o->url || !o->url[0])
         return vram__fail(VRAM_EINVAL, "vram_source_open: no url");
-    if (!o->pool)
+    if ((unsigned)o->decode > VRAM_DECODE_AUTO)
+        return vram__fail(VRAM_EINVAL, "vram_source_open %s: decode %d is not cpu, nvdec or auto",
+                          o->url, (int)o->decode);
+    if (!o->pool && o->decode != VRAM_DECODE_NVDEC)
         return vram__fail(VRAM_EINVAL, "vram_source_open %s: no pool", o->url);
+    if (o->decode == VRAM_DECODE_NVDEC && !o->device && !o->cuda_context)
+        return vram__fail(VRAM_EINVAL,
+                          "vram_source_open %s: decoding with NVDEC needs a device or a CUDA "
+                          "context", o->url);
+    if (o->extra_surfaces > 32)
+        return vram__fail(VRAM_EINVAL, "vram_source_open %s: extra_surfaces %u is not in 0..32",
+                          o->url, o->extra_surfaces);
     if (o->ring_frames == 1 || o->ring_frames > 1024)
         return vram__fail(VRAM_EINVAL, "vram_source_open %s: ring_frames %u is not in 2..1024",
                           o->url, o->ring_frames);
@@ -126,7 +136,8 @@ int vram_source_open(const vram_source_opts *opts, vram_source **out)
         source_free(s);
         return vram__error_restore(&e, rc);
     }
-    rc = vram__ring_open(&s->ring, o.pool, o.owner, o.ring_frames, s->info.width, s->info.height);
+    rc = vram__ring_open(&s->ring, s->info.device_frames ? NULL : o.pool, o.owner, o.ring_frames,
+                         s->info.width, s->info.height);
     if (rc) {
         vram__fail_prefix(rc, "video source %s: its ring of %u frames: ", s->url, o.ring_frames);
         vram__saved_error e;
@@ -134,8 +145,10 @@ int vram_source_open(const vram_source_opts *opts, vram_source **out)
         source_free(s);
         return vram__error_restore(&e, rc);
     }
-    s->info.frame_bytes = s->ring.frame_bytes;
-    s->info.frames_bytes = s->ring.frame_bytes * o.ring_frames;
+    if (!s->info.device_frames) { /* nvdec: the output surfaces, as the decoder said */
+        s->info.frame_bytes = s->ring.frame_bytes;
+        s->info.frames_bytes = s->ring.frame_bytes * o.ring_frames;
+    }
     *out = s;
     return 0;
 }
@@ -197,6 +210,8 @@ int vram_source_next(vram_source *s, vram_frame **frame)
     if (rc == 0 && s->opts.realtime && pace(s, f))
         rc = 1;
     if (rc) {
+        if (s->ops->release)
+            s->ops->release(s, f);
         vram__ring_release(&s->ring, f);
         if (rc < 0) {
             s->failed = rc;
@@ -208,7 +223,7 @@ int vram_source_next(vram_source *s, vram_frame **frame)
     }
     f->index = s->next_index++;
     f->decoded_ns = vram__now_ns();
-    memset(f->reserved, 0, sizeof f->reserved);
+    f->reserved = 0;
     atomic_fetch_add(&s->frames, 1);
     *frame = f;
     return 0;
@@ -216,8 +231,11 @@ int vram_source_next(vram_source *s, vram_frame **frame)
 
 void vram_source_release(vram_source *s, vram_frame *frame)
 {
-    if (s && frame)
-        vram__ring_release(&s->ring, frame);
+    if (!s || !frame)
+        return;
+    if (s->ops->release)
+        s->ops->release(s, frame);
+    vram__ring_release(&s->ring, frame);
 }
 
 void vram_source_interrupt(vram_source *s)

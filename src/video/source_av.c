@@ -52,27 +52,22 @@ static int read_packet(vram__av_source *a)
 
 static void damaged(vram__av_source *a) { atomic_fetch_add(&a->src->damaged, 1); }
 
-/* A picture into a->frame: 0; 1 when the input ended (its end, a network
- * read that failed, an interrupt); negative when the pool refused the
- * decoder's pictures. */
+/* A picture held by the decoder: 0; 1 when the input ended (its end, a
+ * network read that failed, an interrupt); negative when the decoder
+ * cannot go on (the pool refused its pictures, say). */
 static int decode(vram__av_source *a)
 {
     vram_source *s = a->src;
+    const vram__av_decoder_ops *d = a->decoder;
     int errors = 0;
     for (;;) {
-        int err = avcodec_receive_frame(a->dec, a->frame);
-        if (err == 0) {
-            if (a->frame->decode_error_flags || (a->frame->flags & AV_FRAME_FLAG_CORRUPT)) {
-                damaged(a);
-                av_frame_unref(a->frame);
-                continue;
-            }
+        int err = d->receive(a);
+        if (err == 0)
             return 0;
-        }
         if (err == AVERROR_EOF)
             return 1;
         if (err != AVERROR(EAGAIN)) {
-            int rc = vram__av_buffers_refused(&a->bufs);
+            int rc = d->fatal(a);
             if (rc)
                 return rc;
             damaged(a);
@@ -88,10 +83,10 @@ static int decode(vram__av_source *a)
             /* A packet the demuxer marks corrupt (a gap in an MPEG-TS, say)
              * still goes to the decoder, as with ffmpeg: what it cannot
              * decode it refuses or marks, and that is counted. */
-            err = avcodec_send_packet(a->dec, a->pkt);
+            err = d->send(a, a->pkt);
             av_packet_unref(a->pkt);
             if (err < 0 && err != AVERROR(EAGAIN)) {
-                int rc = vram__av_buffers_refused(&a->bufs);
+                int rc = d->fatal(a);
                 if (rc)
                     return rc;
                 damaged(a);
@@ -112,7 +107,7 @@ static int decode(vram__av_source *a)
         } else {
             snprintf(a->read_error, sizeof a->read_error, "end of stream");
         }
-        avcodec_send_packet(a->dec, NULL); /* drain what the decoder still holds */
+        d->send(a, NULL); /* drain what the decoder still holds */
         a->draining = 1;
     }
 }
@@ -128,7 +123,7 @@ static void new_pass(vram__av_source *a)
 /* Seconds since the stream's first frame, rising across passes. */
 static double stamp(vram__av_source *a)
 {
-    int64_t ts = a->frame->best_effort_timestamp;
+    int64_t ts = a->pic_ts;
     if (ts != AV_NOPTS_VALUE && a->pass_first_ts == AV_NOPTS_VALUE) {
         a->pass_first_ts = ts;
         a->pass_base_s += (double)a->pass_frames * a->frame_dur_s; /* frames without one */
@@ -157,7 +152,7 @@ static int restart(vram__av_source *a)
             err = av_seek_frame(a->fmt, -1, 0, AVSEEK_FLAG_BYTE);
     }
     if (err >= 0) {
-        avcodec_flush_buffers(a->dec);
+        a->decoder->flush(a);
         a->draining = 0;
         a->read_errors = 0;
     } else {
@@ -242,12 +237,13 @@ static int av_next(vram_source *s, vram_frame *f)
             }
         }
         a->have_frame = 0;
-        int rc = vram__av_convert(&a->scaler, a->frame, f, s->ring.frame_bytes, s->url);
+        int rc = a->decoder->deliver(a, f);
+        if (rc == VRAM__DECODE_SKIPPED)
+            continue;
         if (rc == 0) {
             f->pts_s = stamp(a);
             impl->r.failures = 0;
         }
-        av_frame_unref(a->frame);
         return rc;
     }
 }
@@ -260,29 +256,9 @@ static void av_close(vram_source *s)
     vram__av_source *a = &impl->a;
     vram__av_input_close(a);
     av_packet_free(&a->pkt);
-    av_frame_free(&a->frame);
-    vram__av_scaler_free(&a->scaler);
-    vram__av_buffers_fini(&a->bufs);
+    a->decoder->fini(a);
     free(impl);
     s->impl = NULL;
-}
-
-/* What the decoder's pictures take in steady state, estimated from the
- * first picture: the larger of (a) what producing it took plus one more
- * picture per frame of reordering delay and one being converted, and (b)
- * its references (as libavcodec reports them: with frame threads it
- * reports none), its reordering delay, one being decoded per frame thread
- * and one being converted. */
-static uint64_t decoder_estimate(vram__av_source *a)
-{
-    AVCodecContext *c = a->dec;
-    uint64_t pic = vram__av_picture_bytes(c, a->frame->width, a->frame->height, a->frame->format);
-    uint64_t delay = c->has_b_frames > 0 ? (uint64_t)c->has_b_frames : 0;
-    uint64_t refs = c->refs > 0 ? (uint64_t)c->refs : 1;
-    uint64_t threads = (c->active_thread_type & FF_THREAD_FRAME) ? (uint64_t)c->thread_count : 1;
-    uint64_t grown = atomic_load(&a->src->decoder_bytes) + pic * (delay + 1);
-    uint64_t counted = pic * (refs + delay + threads + 1);
-    return grown > counted ? grown : counted;
 }
 
 /* Open the input and decode its first picture (delivered first). */
@@ -294,42 +270,42 @@ static int prime(vram__av_source *a)
         return rc < 0 ? rc : vram__fail(VRAM_EIO, "video source %s: cannot open it", s->url);
     rc = decode(a);
     if (rc < 0)
-        return vram__fail_prefix(rc, "video source %s: its decoder's pictures: ", s->url);
+        return rc;
     if (rc == 1)
         return vram__fail(VRAM_EPARSE, "video source %s: no picture could be decoded from it (%s)",
                           s->url, a->read_error[0] ? a->read_error : "no data");
     a->have_frame = 1;
-    if (!vram__av_convertible(a->frame->format)) {
-        const char *name = av_get_pix_fmt_name(a->frame->format);
-        return vram__fail(VRAM_EPARSE, "video source %s: its pixel format %s cannot be converted",
-                          s->url, name ? name : "(unknown)");
-    }
+    if ((rc = a->decoder->opened(a)))
+        return rc;
     AVStream *st = a->fmt->streams[a->stream];
     AVRational rate = av_guess_frame_rate(a->fmt, st, NULL);
     s->info.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
     a->frame_dur_s = s->info.fps > 0 ? 1.0 / s->info.fps : 0.04;
-    s->info.width = a->frame->width;
-    s->info.height = a->frame->height;
-    snprintf(s->info.codec, sizeof s->info.codec, "%s", avcodec_get_name(a->dec->codec_id));
+    s->info.width = a->pic_w;
+    s->info.height = a->pic_h;
+    snprintf(s->info.codec, sizeof s->info.codec, "%s", avcodec_get_name(st->codecpar->codec_id));
     s->info.seekable = !s->info.network && a->fmt->pb &&
                        (a->fmt->pb->seekable & AVIO_SEEKABLE_NORMAL);
-    s->info.decoder_bytes = decoder_estimate(a);
     new_pass(a);
     return 0;
 }
 
-static int av_open(vram_source *s)
+/* Open with one decoder: on error everything of it is given back. */
+static int open_with(vram_source *s, const vram__av_decoder_ops *decoder)
 {
     av_impl *impl = vram__calloc(1, sizeof *impl);
     if (!impl)
         return VRAM_EHOSTMEM;
     vram__av_source *a = &impl->a;
     a->src = s;
+    a->decoder = decoder;
+    a->pic_ts = AV_NOPTS_VALUE;
     s->impl = impl;
-    s->info.network = vram__av_is_network(s->url);
-    int rc = vram__av_buffers_init(&a->bufs, s->opts.pool, s->opts.owner, &s->decoder_bytes);
-    if (rc == 0 && (!(a->pkt = av_packet_alloc()) || !(a->frame = av_frame_alloc())))
+    int rc = 0;
+    if (!(a->pkt = av_packet_alloc()))
         rc = vram__fail(VRAM_EHOSTMEM, "video source %s: out of host memory", s->url);
+    if (rc == 0)
+        rc = decoder->init(a);
     if (rc == 0)
         rc = prime(a);
     if (rc) {
@@ -341,9 +317,41 @@ static int av_open(vram_source *s)
     return 0;
 }
 
+/* NVDEC, the CPU, or auto: NVDEC where a device is given and NVDEC takes
+ * the stream, else the CPU with the reason kept. */
+static int av_open(vram_source *s)
+{
+    s->info.network = vram__av_is_network(s->url);
+    vram_decode want = s->opts.decode;
+    if (want == VRAM_DECODE_CPU)
+        return open_with(s, &vram__decode_cpu_ops);
+    if (want == VRAM_DECODE_NVDEC)
+        return open_with(s, &vram__decode_nvdec_ops);
+    int rc = !s->opts.device && !s->opts.cuda_context
+                 ? vram__fail(VRAM_ENOSYS, "no GPU was given to decode on")
+                 : open_with(s, &vram__decode_nvdec_ops);
+    if (rc != VRAM_ENOSYS)
+        return rc;
+    const char *why = vram_last_error();
+    size_t named = strlen("video source : ") + strlen(s->url);
+    snprintf(s->info.fallback, sizeof s->info.fallback, "%s",
+             strncmp(why, "video source ", 13) == 0 && strlen(why) > named ? why + named : why);
+    vram_log(VRAM_LOG_INFO, "video source %s: decoding on the CPU: %s", s->url,
+             s->info.fallback);
+    return open_with(s, &vram__decode_cpu_ops);
+}
+
+static void av_release(vram_source *s, vram_frame *f)
+{
+    av_impl *impl = s->impl;
+    if (impl && impl->a.decoder->release)
+        impl->a.decoder->release(&impl->a, f);
+}
+
 const vram__source_ops vram__source_av_ops = {
     .kind = "libav",
     .open = av_open,
     .next = av_next,
+    .release = av_release,
     .close = av_close,
 };

@@ -26,6 +26,9 @@ typedef struct vram__source_ops {
      * end (or once interrupted), or a negative code when the stream failed
      * (with its sentence). May wait (reading, reconnecting). */
     int (*next)(vram_source *s, vram_frame *f);
+    /* A delivered frame goes back to the ring (NULL: nothing to do). Any
+     * thread. */
+    void (*release)(vram_source *s, vram_frame *f);
     /* Give everything back (the pool's bytes included). */
     void (*close)(vram_source *s);
 } vram__source_ops;

@@ -398,6 +398,72 @@ static void test_decoder_budget_too_small(void **state)
     assert_int_equal(owner_live(o.owner), 0);
 }
 
+/* The ways of decoding, on a machine where they can be told apart without
+ * a GPU: names both ways; options out of range refused naming them; NVDEC
+ * without a device or context refused; auto without a GPU decodes on the
+ * CPU and says why; NVDEC where no driver is refused (VRAM_ENOSYS) with the
+ * reason and the URL, and auto with a context there falls back. */
+static void test_decode_options(void **state)
+{
+    (void)state;
+    vram_decode d = VRAM_DECODE_CPU;
+    assert_int_equal(vram_decode_parse("nvdec", &d), 0);
+    assert_int_equal(d, VRAM_DECODE_NVDEC);
+    assert_string_equal(vram_decode_name(VRAM_DECODE_AUTO), "auto");
+    assert_null(vram_decode_name((vram_decode)7));
+    assert_int_equal(vram_decode_parse("gpu", &d), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "\"gpu\""));
+
+    sh("ffmpeg -nostdin -y -loglevel error -f lavfi -i testsrc2=size=160x120:rate=25 -frames:v 5 "
+       "-pix_fmt yuv420p -c:v libx264 '%s'", path_of("dec.mp4"));
+    vram_source_opts o = opts_for(path_of("dec.mp4"));
+    vram_source *s = NULL;
+    o.decode = (vram_decode)9;
+    assert_int_equal(vram_source_open(&o, &s), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "decode 9"));
+    o.decode = VRAM_DECODE_NVDEC;
+    assert_int_equal(vram_source_open(&o, &s), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "needs a device or a CUDA context"));
+    o.decode = VRAM_DECODE_AUTO;
+    o.extra_surfaces = 33;
+    assert_int_equal(vram_source_open(&o, &s), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "extra_surfaces 33"));
+    o.extra_surfaces = 0;
+    o.owner = new_owner("auto-cpu", 0);
+    s = open_ok(&o);
+    vram_source_info info;
+    vram_source_info_get(s, &info);
+    assert_int_equal(info.decode, VRAM_DECODE_CPU);
+    assert_int_equal(info.device_frames, 0);
+    assert_non_null(strstr(info.fallback, "no GPU was given"));
+    vram_frame *f;
+    assert_int_equal(vram_source_next(s, &f), 0);
+    assert_non_null(f->rgb);
+    assert_int_equal(f->luma, 0);
+    vram_source_release(s, f);
+    assert_int_equal(vram_source_close(s), 0);
+
+    int gpus = 0;
+    if (vram_device_count(&gpus) == 0 && gpus > 0)
+        return; /* a driver: tests/gpu/test_gpu_nvdec.c decodes for real */
+    o.decode = VRAM_DECODE_NVDEC;
+    o.cuda_context = (void *)&o; /* never used: there is no driver to use it with */
+    s = (vram_source *)&o;
+    assert_int_equal(vram_source_open(&o, &s), VRAM_ENOSYS);
+    assert_null(s);
+    print_message("nvdec without a driver: %s\n", vram_last_error());
+    assert_non_null(strstr(vram_last_error(), path_of("dec.mp4")));
+    o.decode = VRAM_DECODE_AUTO;
+    s = open_ok(&o);
+    vram_source_info_get(s, &info);
+    print_message("auto without a driver: %s, because %s\n", vram_decode_name(info.decode),
+                  info.fallback);
+    assert_int_equal(info.decode, VRAM_DECODE_CPU);
+    assert_true(info.fallback[0] != 0);
+    assert_int_equal(vram_source_close(s), 0);
+    assert_int_equal(owner_live(o.owner), 0);
+}
+
 /* The source's decoder bytes once the owner's live bytes equal the ring's
  * plus them. With frame threads a decoder thread may take or give back a
  * picture between the two reads (the pool first, the count after), so they
@@ -490,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_refused_at_open),
         cmocka_unit_test(test_decoder_budget_too_small),
         cmocka_unit_test(test_decoder_buffers),
+        cmocka_unit_test(test_decode_options),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
