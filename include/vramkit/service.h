@@ -45,6 +45,7 @@
 #include "vramkit/metrics.h"
 #include "vramkit/monitor.h"
 #include "vramkit/pool.h"
+#include "vramkit/video.h"
 #include "vramkit/types.h"
 
 #ifdef __cplusplus
@@ -87,7 +88,10 @@ typedef struct vram_service_opts {
                                  A model whose batch the file fixes runs at its own */
     uint64_t budget;          /* every byte of the service: fixed need and streams; 0: none */
     uint64_t stream_budget;   /* each stream at most; 0: none */
-    uint32_t ring_frames;     /* frame buffers per stream; 0: 4 */
+    uint32_t ring_frames;     /* frame buffers per stream, at least (and by default)
+                                 queue_frames + stream_in_flight + 1; NVDEC streams
+                                 map one fewer output surfaces (at least 2): the
+                                 picture being decoded is in the decoder's own */
     uint32_t queue_frames;    /* ready frames a stream may have waiting; 0: 2 */
     uint32_t stream_in_flight; /* frames of one stream in workers' batches at once (1..64;
                                   its results still come out in order): more lets a few
@@ -104,6 +108,16 @@ typedef struct vram_service_opts {
     uint64_t max_frames;      /* each stream ends after this many frames; 0: at its end */
     vram_result_fn on_result; /* called for every result (output thread); may be NULL */
     void *result_ctx;
+    vram_decode decode;       /* where streams decode (vramkit/video.h): cpu; nvdec (needs
+                                 the cuda executor: frames stay NV12 in device memory,
+                                 one kernel letterboxes a batch into the input binding,
+                                 the decoder's memory is charged to the stream's owner
+                                 in the device pool); auto: nvdec for the streams NVDEC
+                                 takes when the executor is cuda, the CPU for the rest
+                                 (each stream's statistics say which). 0: cpu */
+    uint32_t extra_surfaces;  /* nvdec: decode surfaces beyond the parser's minimum */
+    int graphs;               /* cuda: replay each worker's run as a CUDA graph
+                                 (vram_engine_opts.graphs); default VRAM_ENGINE_GRAPHS */
 } vram_service_opts;
 
 /* Defaults as above (the executor from VRAM_ENGINE_EXECUTOR). Returns 0, or
@@ -227,8 +241,10 @@ typedef struct vram_stream_stats {
     double latency_p50_ms, latency_p99_ms; /* decoded to result */
     uint64_t frames_bytes, decoder_bytes, io_bytes; /* live now, by kind */
     uint64_t need_bytes;      /* computed at admission */
-    uint64_t live_bytes;      /* its owner's live bytes in the host pool (0 once it gave
-                                 everything back) */
+    uint64_t live_bytes;      /* its owners' live bytes in the host pool and (nvdec) the
+                                 device pool (0 once it gave everything back) */
+    vram_decode decode;       /* how it decodes: cpu or nvdec */
+    char fallback[192];       /* auto on the CPU: why not NVDEC */
     uint64_t reserved[3];
 } vram_stream_stats;
 

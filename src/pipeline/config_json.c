@@ -211,6 +211,19 @@ static int parse_service_member(config_impl *c, const cJSON *m, int *realtime, i
     } else if (!strcmp(k, "decoder_threads")) {
         rc = get_uint(m, "", k, 1, 64, &u);
         s->decoder_threads = (int)u;
+    } else if (!strcmp(k, "decode")) {
+        vram_decode d = VRAM_DECODE_CPU;
+        if (!(rc = get_string(m, "", k, 16, &str)) && vram_decode_parse(str, &d))
+            rc = bad("", k, "must be \"cpu\", \"nvdec\" or \"auto\"");
+        s->decode = d;
+    } else if (!strcmp(k, "surfaces")) {
+        rc = get_uint(m, "", k, 0, 32, &u);
+        s->extra_surfaces = (uint32_t)u;
+    } else if (!strcmp(k, "graphs")) {
+        rc = get_bool(m, "", k, &s->graphs);
+    } else if (!strcmp(k, "in_flight")) {
+        rc = get_uint(m, "", k, 1, 64, &u);
+        s->stream_in_flight = (uint32_t)u;
     } else if (!strcmp(k, "frames")) {
         rc = get_uint(m, "", k, 0, 1e15, &s->max_frames);
     } else if (!strcmp(k, "realtime")) {
@@ -232,8 +245,9 @@ static int parse_service_member(config_impl *c, const cJSON *m, int *realtime, i
             s->snapshot_every_s = m->valuedouble;
     } else if (strcmp(k, "streams")) {
         rc = bad("", k, "is not a setting of the stream file (model, backend, workers, batch, "
-                        "budget, stream_budget, queue, decoder_threads, frames, realtime, loop, "
-                        "jsonl, snapshots, every, streams)");
+                        "budget, stream_budget, queue, in_flight, decoder_threads, decode, "
+                        "surfaces, graphs, frames, realtime, loop, jsonl, snapshots, every, "
+                        "streams)");
     }
     return rc;
 }

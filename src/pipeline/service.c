@@ -21,7 +21,8 @@ int vram_service_opts_init(vram_service_opts *o)
     int rc = vram_engine_opts_init(&eo);
     *o = (vram_service_opts){.size = sizeof *o, .executor = eo.executor, .workers = 1,
                              .batch = 8, .queue_frames = 2, .output_queue = 1024,
-                             .decoder_threads = 1, .snapshot_every_s = 5.0};
+                             .decoder_threads = 1, .snapshot_every_s = 5.0,
+                             .graphs = eo.graphs};
     return rc;
 }
 
@@ -156,6 +157,7 @@ static int load_model(vram_service *svc)
     eo.batch = svc->opts.batch;
     eo.pool = svc->cuda ? svc->dev_pool : svc->host_pool;
     eo.owner = svc->cuda ? svc->dev_owner : svc->host_owner;
+    eo.graphs = svc->opts.graphs;
     int rc = vram_engine_load(svc->model, &eo, &svc->engine);
     if (rc)
         return vram__fail_prefix(rc, "model %s: ", svc->model);
@@ -224,6 +226,10 @@ static int check_opts(const vram_service_opts *o)
         return vram__fail(VRAM_EINVAL, "service: queues of %u ready frames, %u results, rings "
                                        "of %u frames: at most 1024, 1048576, 1024",
                           o->queue_frames, o->output_queue, o->ring_frames);
+    if ((unsigned)o->decode > VRAM_DECODE_AUTO || o->extra_surfaces > 32)
+        return vram__fail(VRAM_EINVAL, "service: decode %d (cpu, nvdec or auto) or %u extra "
+                                       "surfaces (at most 32) out of range",
+                          (int)o->decode, o->extra_surfaces);
     if (o->snapshot_every_s < 0 || o->score_threshold < 0 || o->score_threshold >= 1)
         return vram__fail(VRAM_EINVAL, "service: snapshot interval %g s or score threshold "
                                        "%g out of range",
@@ -281,6 +287,10 @@ int vram_service_create(const vram_service_opts *opts, vram_service **out)
         rc = vram__fail(VRAM_EHOSTMEM, "service: out of host memory copying its options");
     else if (!svc->cuda && strcmp(svc->executor, "cpu"))
         rc = vram__fail(VRAM_EINVAL, "service: unknown executor \"%s\" (cpu or cuda)",
+                        svc->executor);
+    else if (!svc->cuda && o.decode == VRAM_DECODE_NVDEC)
+        rc = vram__fail(VRAM_EINVAL, "service: decoding with NVDEC needs the cuda executor "
+                                     "(frames stay in device memory for it); this one is %s",
                         svc->executor);
     if (!rc && svc->snapshots_dir && mkdir(svc->snapshots_dir, 0777) && errno != EEXIST)
         rc = vram__fail(VRAM_EIO, "cannot make the snapshot folder %s: %s", svc->snapshots_dir,

@@ -49,6 +49,8 @@ typedef struct vram__stream {
     vram_stream_opts opts;   /* url and id point into the fields above */
     struct vram_service *svc;
     vram_owner owner;        /* in the host pool */
+    vram_owner dev_owner;    /* nvdec: in the device pool (its decoder's memory) */
+    int nvdec;               /* its source decodes with NVDEC: frames in device memory */
     vram_source *src;
     vram_source_info info;
     uint64_t need;           /* computed at admission */
@@ -72,6 +74,7 @@ typedef struct vram__stream {
     /* Snapshots (kind io): the worker copies a frame here when one is due,
      * the output thread encodes it. */
     uint8_t *snap_rgb, *jpeg_buf;
+    uint8_t *snap_nv12;      /* nvdec: the frame copied to the host, then converted */
     size_t jpeg_cap;
     int snap_busy;           /* a copy waits for the output thread */
     uint64_t next_snapshot_ns;

@@ -54,10 +54,17 @@ void vram__stream_stats_locked(vram_service *svc, vram__stream *st, vram_stream_
         out->io_bytes = st->snap_rgb ? (uint64_t)st->info.width * st->info.height * 3u +
                                            st->jpeg_cap
                                      : 0;
+        if (st->snap_nv12)
+            out->io_bytes += (uint64_t)st->info.width *
+                             vram__align_up((uint64_t)st->info.height, 2) * 3u / 2u;
     }
     vram_usage_stats u;
     if (vram_owner_stats_get(svc->host_pool, st->owner, &u) == 0)
         out->live_bytes = u.live_bytes;
+    if (st->nvdec && vram_owner_stats_get(svc->dev_pool, st->dev_owner, &u) == 0)
+        out->live_bytes += u.live_bytes;
+    out->decode = st->info.decode;
+    snprintf(out->fallback, sizeof out->fallback, "%s", st->info.fallback);
     st->last_damaged = out->damaged > st->last_damaged ? out->damaged : st->last_damaged;
     st->last_reconnects =
         out->reconnects > st->last_reconnects ? out->reconnects : st->last_reconnects;
@@ -144,6 +151,9 @@ void vram__stream_stats_json(vram__json *j, const char *key, const vram_stream_s
         vram__json_str(j, "error", s->error);
     vram__json_i64(j, "width", s->width);
     vram__json_i64(j, "height", s->height);
+    vram__json_str(j, "decode", vram_decode_name(s->decode) ? vram_decode_name(s->decode) : "cpu");
+    if (s->fallback[0])
+        vram__json_str(j, "fallback", s->fallback);
     vram__json_u64(j, "frames_in", s->frames_in);
     vram__json_u64(j, "processed", s->processed);
     vram__json_u64(j, "dropped", s->dropped);

@@ -1,6 +1,6 @@
 /* src/pipeline/streams.c - a stream's life in the service: admission (its
- * source opened into its own owner of the host pool, its need computed and
- * checked against the budgets), its reader thread moving decoded frames
+ * source opened into its own owner of the host pool, or with NVDEC of the
+ * device pool, its need computed and checked against the budgets), its reader thread moving decoded frames
  * into its ready queue, and its end: the source interrupted, the frames in
  * flight finished, and everything it held given back.
  *
@@ -117,22 +117,29 @@ static void *reader_main(void *arg)
 
 /* What one stream needs beyond its source: the snapshot copy and its JPEG
  * (kind io), when snapshots are on. */
+/* An NVDEC frame copied to the host for a snapshot: NV12, tightly packed. */
+static uint64_t nv12_bytes(int width, int height)
+{
+    return (uint64_t)width * (uint64_t)vram__align_up((uint64_t)height, 2) * 3u / 2u;
+}
+
 static uint64_t staging_bytes(const vram_service *svc, const vram_source_info *info)
 {
     if (!svc->snapshots_dir)
         return 0;
     return (uint64_t)info->width * (uint64_t)info->height * 3u +
-           vram__jpeg_bound(info->width, info->height);
+           vram__jpeg_bound(info->width, info->height) +
+           (info->device_frames ? nv12_bytes(info->width, info->height) : 0);
 }
 
-static int find_owner(vram_service *svc, const char *id, uint64_t budget, vram_owner *out)
+static int find_owner(vram_pool *pool, const char *id, uint64_t budget, vram_owner *out)
 {
     char name[80];
     snprintf(name, sizeof name, "stream:%s", id);
-    int rc = vram_owner_find(svc->host_pool, name, out);
+    int rc = vram_owner_find(pool, name, out);
     if (rc == 0)
-        return vram_owner_set_budget(svc->host_pool, *out, budget);
-    return vram_owner_create(svc->host_pool, name, budget, out);
+        return vram_owner_set_budget(pool, *out, budget);
+    return vram_owner_create(pool, name, budget, out);
 }
 
 static int alloc_staging(vram_service *svc, vram__stream *st)
@@ -141,16 +148,21 @@ static int alloc_staging(vram_service *svc, vram__stream *st)
         return 0;
     size_t rgb = (size_t)st->info.width * (size_t)st->info.height * 3u;
     st->jpeg_cap = vram__jpeg_bound(st->info.width, st->info.height);
-    void *a = NULL, *b = NULL;
+    void *a = NULL, *b = NULL, *c = NULL;
     int rc = vram_pool_alloc(svc->host_pool, rgb, st->owner, VRAM_KIND_IO, NULL, &a);
     if (!rc)
         rc = vram_pool_alloc(svc->host_pool, st->jpeg_cap, st->owner, VRAM_KIND_IO, NULL, &b);
+    if (!rc && st->nvdec)
+        rc = vram_pool_alloc(svc->host_pool, nv12_bytes(st->info.width, st->info.height),
+                             st->owner, VRAM_KIND_IO, NULL, &c);
     if (rc) {
         vram_pool_free(svc->host_pool, a, NULL);
+        vram_pool_free(svc->host_pool, b, NULL);
         return rc;
     }
     st->snap_rgb = a;
     st->jpeg_buf = b;
+    st->snap_nv12 = c;
     return 0;
 }
 
@@ -158,7 +170,67 @@ static void free_staging(vram_service *svc, vram__stream *st)
 {
     vram_pool_free(svc->host_pool, st->snap_rgb, NULL);
     vram_pool_free(svc->host_pool, st->jpeg_buf, NULL);
-    st->snap_rgb = st->jpeg_buf = NULL;
+    vram_pool_free(svc->host_pool, st->snap_nv12, NULL);
+    st->snap_rgb = st->jpeg_buf = st->snap_nv12 = NULL;
+}
+
+/* Whether a stream decodes with NVDEC: the service's nvdec or auto with
+ * the cuda executor, for any source but the synthetic one (whose frames
+ * are made on the CPU). */
+static int wants_nvdec(const vram_service *svc, const vram__stream *st)
+{
+    return svc->cuda && svc->opts.decode != VRAM_DECODE_CPU &&
+           strncmp(st->url, "synthetic:", 10) != 0;
+}
+
+/* Open the stream's source: NVDEC into its owner of the device pool, or the
+ * CPU into its owner of the host pool; with auto, a stream NVDEC cannot
+ * take (VRAM_ENOSYS) is opened on the CPU instead, with the reason kept. */
+static int open_source(vram_service *svc, vram__stream *st, uint64_t budget, char *fallback,
+                       size_t cap)
+{
+    fallback[0] = 0;
+    int nv = wants_nvdec(svc, st);
+    int rc = nv ? find_owner(svc->dev_pool, st->id, budget, &st->dev_owner) : 0;
+    if (rc)
+        return rc;
+    vram_source_opts so;
+    vram_source_opts_init(&so);
+    so.url = st->url;
+    so.pool = svc->host_pool;
+    so.owner = st->owner;
+    so.ring_frames = svc->ring_frames;
+    so.realtime = st->opts.realtime;
+    so.loop = st->opts.loop;
+    so.decoder_threads = svc->opts.decoder_threads;
+    if (nv) {
+        /* The picture being decoded is in the decoder's own surfaces: the
+         * ring (its output surfaces) holds the waiting and in-flight ones. */
+        so.ring_frames = svc->ring_frames > 2 ? svc->ring_frames - 1 : 2;
+        so.decode = VRAM_DECODE_NVDEC;
+        so.pool = svc->dev_pool;
+        so.owner = st->dev_owner;
+        so.device = svc->device;
+        so.extra_surfaces = svc->opts.extra_surfaces;
+    }
+    rc = vram_source_open(&so, &st->src);
+    if (rc == VRAM_ENOSYS && nv && svc->opts.decode == VRAM_DECODE_AUTO) {
+        const char *why = vram_last_error();
+        size_t named = strlen("video source : ") + strlen(st->url);
+        snprintf(fallback, cap, "%s",
+                 strncmp(why, "video source ", 13) == 0 && strlen(why) > named ? why + named
+                                                                               : why);
+        vram_log(VRAM_LOG_INFO, "stream %s: decoding on the CPU: %s", st->id, fallback);
+        so.decode = VRAM_DECODE_CPU;
+        so.ring_frames = svc->ring_frames;
+        so.pool = svc->host_pool;
+        so.owner = st->owner;
+        so.device = NULL;
+        nv = 0;
+        rc = vram_source_open(&so, &st->src);
+    }
+    st->nvdec = nv && rc == 0;
+    return rc;
 }
 
 /* The admission check: 0, or VRAM_EBUDGET with the numbers. svc->mu held. */
@@ -322,24 +394,19 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
     pthread_mutex_unlock(&svc->mu);
     if (room == 0)
         return refuse_open(svc, st, 0, vram__fail(VRAM_EBUDGET, "nothing is left"));
-    int rc = find_owner(svc, st->id, room == UINT64_MAX ? 0 : room, &st->owner);
+    uint64_t opening = room == UINT64_MAX ? 0 : room;
+    int rc = find_owner(svc->host_pool, st->id, opening, &st->owner);
     if (rc)
         return rc;
-    vram_source_opts so;
-    vram_source_opts_init(&so);
-    so.url = st->url;
-    so.pool = svc->host_pool;
-    so.owner = st->owner;
-    so.ring_frames = svc->ring_frames;
-    so.realtime = st->opts.realtime;
-    so.loop = st->opts.loop;
-    so.decoder_threads = svc->opts.decoder_threads;
-    if ((rc = vram_source_open(&so, &st->src))) {
+    char fallback[sizeof st->info.fallback];
+    if ((rc = open_source(svc, st, opening, fallback, sizeof fallback))) {
         if (rc == VRAM_EBUDGET && room != UINT64_MAX)
             return refuse_open(svc, st, room, rc);
         return vram__fail_prefix(rc, "stream %s: ", st->id);
     }
     vram_source_info_get(st->src, &st->info);
+    if (fallback[0])
+        snprintf(st->info.fallback, sizeof st->info.fallback, "%s", fallback);
     uint64_t staging = staging_bytes(svc, &st->info);
     st->need = st->info.frames_bytes + st->info.decoder_bytes + staging + svc->io_share_bytes;
     st->ready_cap = svc->queue_frames;
@@ -351,6 +418,8 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
     int committed = rc == 0;
     if (!rc)
         rc = vram_owner_set_budget(svc->host_pool, st->owner, st->budget);
+    if (!rc && st->nvdec)
+        rc = vram_owner_set_budget(svc->dev_pool, st->dev_owner, st->budget);
     if (!rc && (rc = alloc_staging(svc, st)) != 0)
         vram__fail_prefix(rc, "stream %s: snapshot staging: ", st->id);
     if (!rc) {

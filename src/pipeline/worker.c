@@ -1,7 +1,8 @@
 /* src/pipeline/worker.c - the inference workers: each owns an execution
  * context of the one engine and its batch buffers, takes up to B ready
- * frames of different streams (batcher.c), letterboxes them into one batch,
- * runs it, decodes each image's outputs (BlazeFace faces, or a summary of
+ * frames of different streams (batcher.c), letterboxes them into one batch
+ * (NVDEC frames by one kernel straight into the input binding, frames in
+ * host memory on the CPU), runs it, decodes each image's outputs (BlazeFace faces, or a summary of
  * each output tensor) and queues the results for the output thread
  * (results.c). Everything a worker uses is made when it starts; a batch
  * allocates nothing.
@@ -19,6 +20,8 @@
 
 typedef int (*host_register_fn)(void *p, size_t bytes, unsigned flags);
 typedef int (*host_unregister_fn)(void *p);
+typedef int (*htod_async_fn)(unsigned long long dst, const void *src, size_t bytes,
+                             void *stream);
 
 static void pin(vram_service *svc, vram__worker *w, size_t bytes)
 {
@@ -112,6 +115,19 @@ static void decode_faces(const vram_service *svc, const vram__worker *w, unsigne
     r->n_faces = n;
 }
 
+/* An NVDEC frame for a snapshot: copied to the host, then to RGB. */
+static void snapshot_device(vram__stream *st, const vram_frame *f)
+{
+    int rc = vram_frame_copy_nv12(f, st->snap_nv12, (size_t)f->width);
+    if (!rc)
+        rc = vram_nv12_to_rgb(st->snap_nv12,
+                              st->snap_nv12 + (size_t)f->width * (size_t)f->height, (size_t)f->width,
+                              f->width, f->height, f->matrix, f->full_range, st->snap_rgb,
+                              (size_t)f->width * 3u);
+    if (rc) /* the snapshot shows black rather than another frame */
+        memset(st->snap_rgb, 0, (size_t)f->width * (size_t)f->height * 3u);
+}
+
 /* Copy the frame for a snapshot when one is due and the last was written. */
 static int take_snapshot(vram_service *svc, vram__stream *st, const vram_frame *f)
 {
@@ -127,10 +143,96 @@ static int take_snapshot(vram_service *svc, vram__stream *st, const vram_frame *
     pthread_mutex_unlock(&svc->mu);
     if (!due)
         return 0;
+    if (f->luma) {
+        snapshot_device(st, f);
+        return 1;
+    }
     size_t row = (size_t)f->width * 3u;
     for (int y = 0; y < f->height; y++)
         memcpy(st->snap_rgb + (size_t)y * row, f->rgb + (size_t)y * f->stride, row);
     return 1;
+}
+
+/* NVDEC frames (in device memory) first: swap the batch's records so that
+ * frames 0..n-1 are on the device; returns n. */
+static unsigned device_first(vram__worker *w, unsigned k)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < k; i++) {
+        if (!w->frames[i]->luma)
+            continue;
+        if (i != n) {
+            vram_frame *f = w->frames[i];
+            vram__stream *st = w->streams[i];
+            uint64_t q = w->seq[i];
+            w->frames[i] = w->frames[n];
+            w->streams[i] = w->streams[n];
+            w->seq[i] = w->seq[n];
+            w->frames[n] = f;
+            w->streams[n] = st;
+            w->seq[n] = q;
+        }
+        n++;
+    }
+    return n;
+}
+
+typedef int (*stream_sync_fn)(void *stream);
+
+static void wait_stream(vram__worker *w)
+{
+    stream_sync_fn sync = NULL;
+    if (vram_cuda_proc("cuStreamSynchronize", 2000, (void **)&sync) == 0 && sync)
+        sync(vram_exec_stream(w->exec));
+}
+
+static void release_frames(vram__worker *w, unsigned from, unsigned to)
+{
+    for (unsigned i = from; i < to; i++) {
+        vram_source_release(w->streams[i]->src, w->frames[i]);
+        w->frames[i] = NULL;
+    }
+}
+
+/* The batch's input: NVDEC frames letterboxed by the kernel straight into
+ * the input binding, the others on the CPU into the batch buffer, then
+ * uploaded (all of it, or after the device frames' images). */
+static int fill_input(vram_service *svc, vram__worker *w, unsigned k, unsigned nd,
+                      size_t run_images)
+{
+    int rc = 0;
+    size_t image_bytes = w->image_floats * sizeof(float);
+    for (unsigned i = nd; i < k && !rc; i++) {
+        vram_frame *f = w->frames[i];
+        rc = vram_letterbox_frame(&svc->lb, f->rgb, f->width, f->height, f->stride,
+                                  w->input + (size_t)i * w->image_floats, &w->maps[i]);
+    }
+    if (rc)
+        return rc;
+    if (!nd)
+        return vram_exec_set_input(w->exec, 0, w->input, image_bytes * run_images);
+    void *binding = NULL;
+    size_t bytes = 0;
+    if ((rc = vram_exec_input_binding(w->exec, 0, &binding, &bytes)))
+        return rc;
+    vram_stream stream = vram_exec_stream(w->exec);
+    for (unsigned at = 0; at < nd && !rc; at += VRAM_LETTERBOX_CUDA_MAX) {
+        unsigned n = nd - at < VRAM_LETTERBOX_CUDA_MAX ? nd - at : VRAM_LETTERBOX_CUDA_MAX;
+        rc = vram_letterbox_frames_cuda(&svc->lb, w->frames + at, n,
+                                        (float *)binding + (size_t)at * w->image_floats, stream,
+                                        w->maps + at);
+    }
+    if (!rc && nd < k) {
+        htod_async_fn htod = NULL;
+        rc = vram_cuda_proc("cuMemcpyHtoDAsync", 3020, (void **)&htod);
+        int r = rc ? 0
+                   : htod((unsigned long long)(uintptr_t)binding + nd * image_bytes,
+                          w->input + (size_t)nd * w->image_floats, (size_t)(k - nd) * image_bytes,
+                          stream);
+        if (r)
+            rc = vram_cuda_fail(r, "worker %u: uploading %u letterboxed frames", w->index, k - nd);
+    }
+    return rc;
 }
 
 static int run_batch(vram_service *svc, vram__worker *w, unsigned k)
@@ -138,10 +240,9 @@ static int run_batch(vram_service *svc, vram__worker *w, unsigned k)
     int rc = 0;
     if (svc->batch_symbolic && vram_exec_batch(w->exec) != (int64_t)k)
         rc = vram_exec_set_batch(w->exec, (int64_t)k);
-    for (unsigned i = 0; i < k && !rc; i++) {
+    unsigned nd = device_first(w, k);
+    for (unsigned i = 0; i < k; i++) {
         vram_frame *f = w->frames[i];
-        rc = vram_letterbox_frame(&svc->lb, f->rgb, f->width, f->height, f->stride,
-                                  w->input + (size_t)i * w->image_floats, &w->maps[i]);
         w->decoded_ns[i] = f->decoded_ns;
         w->index_of[i] = f->index;
         w->pts_of[i] = f->pts_s;
@@ -149,17 +250,17 @@ static int run_batch(vram_service *svc, vram__worker *w, unsigned k)
         w->size_of[i][1] = f->height;
         w->snap_of[i] = take_snapshot(svc, w->streams[i], f);
     }
-    /* The pixels are in the batch: the frames go back to their rings now. */
-    for (unsigned i = 0; i < k; i++) {
-        vram_source_release(w->streams[i]->src, w->frames[i]);
-        w->frames[i] = NULL;
-    }
     size_t run_images = svc->batch_symbolic ? k : svc->batch;
     if (!rc)
-        rc = vram_exec_set_input(w->exec, 0, w->input,
-                                 w->image_floats * run_images * sizeof(float));
+        rc = fill_input(svc, w, k, nd, run_images);
+    /* Frames on the host are in the batch now: back to their rings. Those
+     * on the device are read by the kernel until the run is done. */
+    release_frames(w, nd, k);
     if (!rc)
-        rc = vram_exec_run(w->exec);
+        rc = vram_exec_run(w->exec); /* returns once the stream ran, kernel included */
+    else if (nd)
+        wait_stream(w); /* a kernel launched before the failure may still read them */
+    release_frames(w, 0, nd);
     for (size_t o = 0; !rc && o < svc->n_outputs; o++)
         rc = vram_exec_read_output(w->exec, o, w->outputs[o],
                                    svc->out_floats[o] * run_images * sizeof(float));

@@ -344,7 +344,18 @@ static void test_config_parse(void **state)
     assert_null(c->streams[1].id);
     assert_int_equal(c->streams[1].budget, 1048576);
     vram_service_config_free(c);
+    const char *nv = "{\"backend\": \"cuda\", \"decode\": \"nvdec\", \"surfaces\": 2, "
+                     "\"graphs\": true, \"in_flight\": 3}";
+    assert_int_equal(vram_service_config_parse(nv, strlen(nv), &c), 0);
+    assert_int_equal(c->service.decode, VRAM_DECODE_NVDEC);
+    assert_int_equal(c->service.extra_surfaces, 2);
+    assert_int_equal(c->service.graphs, 1);
+    assert_int_equal(c->service.stream_in_flight, 3);
+    vram_service_config_free(c);
     const char *bad[][2] = {
+        {"{\"decode\": \"gpu\"}", "decode"},
+        {"{\"surfaces\": 33}", "surfaces"},
+        {"{\"graphs\": 1}", "graphs"},
         {"{\"workers\": 0}", "workers"},
         {"{\"streams\": [{\"id\": \"x\"}]}", "url"},
         {"{\"streams\": [{\"url\": \"a\", \"speed\": 2}]}", "speed"},
@@ -363,9 +374,39 @@ static void test_config_parse(void **state)
     }
 }
 
+/* NVDEC needs the cuda executor: refused with the sentence; auto with the
+ * cpu executor decodes every stream on the CPU. */
+static void test_decode_choice(void **state)
+{
+    (void)state;
+    vram_service_opts o;
+    assert_int_equal(vram_service_opts_init(&o), 0);
+    o.model = model;
+    o.executor = "cpu";
+    o.decode = VRAM_DECODE_NVDEC;
+    vram_service *svc = (vram_service *)&o;
+    assert_int_equal(vram_service_create(&o, &svc), VRAM_EINVAL);
+    assert_null(svc);
+    assert_non_null(strstr(vram_last_error(), "needs the cuda executor"));
+    o.decode = (vram_decode)5;
+    assert_int_equal(vram_service_create(&o, &svc), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "decode 5"));
+    o.decode = VRAM_DECODE_AUTO;
+    assert_int_equal(vram_service_create(&o, &svc), 0);
+    add(svc, "a", "synthetic:64x48@30,frames=3", 0);
+    assert_int_equal(vram_service_wait(svc, 300), 0);
+    vram_stream_stats st;
+    assert_int_equal(vram_service_stream_stats(svc, "a", &st), 0);
+    assert_int_equal(st.decode, VRAM_DECODE_CPU);
+    assert_string_equal(st.fallback, "");
+    assert_int_equal(st.processed, 3);
+    assert_int_equal(vram_service_destroy(svc), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_choice),
         cmocka_unit_test(test_config_parse),
         cmocka_unit_test(test_exact_counts),
         cmocka_unit_test(test_budget_refusal),

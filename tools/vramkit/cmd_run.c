@@ -37,13 +37,13 @@ static const char about[] =
     "refused or failed or memory stayed live, 2 for a usage error.\n";
 
 typedef struct run_args {
-    const char *model, *config, *backend, *jsonl, *snapshots, *listen;
+    const char *model, *config, *backend, *decode, *jsonl, *snapshots, *listen;
     cli_list inputs;
     uint64_t streams, workers, batch, budget, stream_budget, frames, queue, decoder_threads;
-    uint64_t in_flight;
+    uint64_t in_flight, surfaces;
     double duration, every, interval;
-    int realtime, loop, json, quiet;
-    int workers_given, batch_given, budget_given, every_given;
+    int realtime, loop, json, quiet, graphs;
+    int workers_given, batch_given, budget_given, every_given, surfaces_given;
 } run_args;
 
 static volatile sig_atomic_t stop_signal;
@@ -110,7 +110,16 @@ static int parse_args(int argc, char **argv, run_args *a)
          "frames of one stream in workers' batches at once (default 1; more: fewer streams "
          "keep more workers busy, one more frame in each ring)", 1, 64},
         {"--decoder-threads", NULL, CLI_UINT, &a->decoder_threads, "N",
-         "threads per decoder (default 1)", 1, 64},
+         "threads per CPU decoder (default 1)", 1, 64},
+        {"--decode", NULL, CLI_CHOICE, &a->decode, NULL,
+         "where streams decode: the CPU, NVDEC (frames stay on the GPU; needs --backend "
+         "cuda), or auto (NVDEC where it takes the stream; default cpu)", 0, 0,
+         "cpu|nvdec|auto"},
+        {"--surfaces", NULL, CLI_UINT, &a->surfaces, "N",
+         "NVDEC: decode surfaces beyond the parser's minimum (default 0)", 0, 32, NULL,
+         &a->surfaces_given},
+        {"--graphs", NULL, CLI_FLAG, &a->graphs, NULL,
+         "cuda: replay each worker's run as a CUDA graph"},
         {"--jsonl", NULL, CLI_STRING, &a->jsonl, "FILE", "a JSON line per processed frame (- for "
                                                          "stdout)"},
         {"--snapshots", NULL, CLI_STRING, &a->snapshots, "DIR", "annotated JPEGs into DIR"},
@@ -229,6 +238,12 @@ static void service_opts(const run_args *a, const vram_service_config *cfg, vram
         o->decoder_threads = (int)a->decoder_threads;
     if (a->in_flight)
         o->stream_in_flight = (uint32_t)a->in_flight;
+    if (a->decode)
+        vram_decode_parse(a->decode, &o->decode); /* one of the choices: it parses */
+    if (a->surfaces_given)
+        o->extra_surfaces = (uint32_t)a->surfaces;
+    if (a->graphs)
+        o->graphs = 1;
     if (a->jsonl)
         o->jsonl_path = a->jsonl;
     if (a->snapshots)

@@ -209,7 +209,7 @@ void soak_print_verdict(vram_monitor *m, const vram_trend *tr, double threshold,
 typedef struct soak_args {
     uint64_t iterations;
     const char *workload, *trace, *csv, *jsonl, *html, *backend, *policy_name, *gpu, *leak;
-    const char *urls, *model, *executor; /* the run workload */
+    const char *urls, *model, *executor, *decode; /* the run workload */
     uint64_t frames, workers, batch;
     vram_policy policy;
     int policy_given, json;
@@ -250,6 +250,9 @@ static int parse_args(int argc, char **argv, soak_args *a)
          "run: frames every stream processes between samples (default 4)", 1, 1e6},
         {"--executor", NULL, CLI_CHOICE, &a->executor, NULL, "run: the engine's executor", 0, 0,
          "cpu|cuda"},
+        {"--decode", NULL, CLI_CHOICE, &a->decode, NULL,
+         "run: where the streams decode (default cpu; nvdec needs --executor cuda)", 0, 0,
+         "cpu|nvdec|auto"},
         {"--workers", NULL, CLI_UINT, &a->workers, "M", "run: inference workers (default 1)", 1,
          64},
         {"--batch", NULL, CLI_UINT, &a->batch, "B", "run: the largest batch (default 8)", 1, 256},
@@ -474,6 +477,7 @@ int cmd_soak(int argc, char **argv)
     if (a.urls) {
         soak_service_args sa = {.urls = a.urls, .model = a.model,
                                 .executor = a.executor ? a.executor : "cpu",
+                                .decode = a.decode ? a.decode : "cpu",
                                 .iterations = a.iterations, .frames = a.frames ? a.frames : 4,
                                 .workers = (unsigned)a.workers, .batch = (unsigned)a.batch,
                                 .json = a.json};

@@ -24,6 +24,7 @@ typedef struct soak_service_args {
     const char *urls;      /* after "run:": URLs separated by commas */
     const char *model;     /* NULL: the default model */
     const char *executor;  /* "cpu" or "cuda" */
+    const char *decode;    /* "cpu", "nvdec" or "auto" */
     uint64_t iterations;   /* samples */
     uint64_t frames;       /* frames per stream between samples */
     unsigned workers, batch;

@@ -71,6 +71,7 @@ int soak_service(const soak_service_args *a, vram_monitor_opts *mo)
         snprintf(model, sizeof model, "%s/blazeface_back.onnx", dir);
     so.model = a->model ? a->model : dir ? model : "build/models/blazeface_back.onnx";
     so.executor = a->executor;
+    vram_decode_parse(a->decode, &so.decode); /* one of the choices: it parses */
     so.workers = a->workers;
     so.batch = a->batch;
     vram_service *svc = NULL;
