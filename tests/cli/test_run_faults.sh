@@ -328,13 +328,13 @@ rtsp_kill() {
 }
 rtsp_start
 cat >"$tmp/cam.json" <<EOF
-{"streams": [{"id": "cam", "url": "$cam", "frames": 150},
+{"streams": [{"id": "cam", "url": "$cam", "frames": 450},
              {"id": "syn", "url": "synthetic:160x120@25", "frames": 40},
              {"id": "file", "url": "$tmp/good.ts"}]}
 EOF
 "$vramkit" run --config "$tmp/cam.json" --json --jsonl "$tmp/cam.jsonl" >"$tmp/cam.out" 2>"$tmp/cam.err" &
 run_pid=$!
-wait_lines cam "$tmp/cam.jsonl" 15 60 "$run_pid"
+wait_lines cam "$tmp/cam.jsonl" 5 60 "$run_pid"
 before=$(lines_of cam "$tmp/cam.jsonl")
 rtsp_kill
 sleep 1.5
@@ -342,7 +342,7 @@ rtsp_start
 bg_wait "$run_pid" 120 || fail "cam: vramkit still runs 120 s after the server came back: $(tail "$tmp/cam.err")"
 run_pid=
 [ "$bg_rc" -eq 0 ] || fail "cam: exit $bg_rc: $(tail -n 20 "$tmp/cam.err")"
-check cam "{\"cam\": {\"frames\": 150, \"live\": true, \"reconnects\": 1}, \"syn\": {\"frames\": 40},
+check cam "{\"cam\": {\"frames\": 450, \"live\": true, \"reconnects\": 1}, \"syn\": {\"frames\": 40},
   \"file\": {\"frames\": $good_ts}}"
 grep -q "video source $cam: .*reconnecting in" "$tmp/cam.err" || fail "cam: no reconnect logged: $(cat "$tmp/cam.err")"
 after=$(lines_of cam "$tmp/cam.jsonl")
