@@ -11,9 +11,13 @@
 #      one N; the 24 GiB case;
 #   4. a soak: 32 streams, 20,000 frames each, the leak verdict and the
 #      memory curve in the report page.
-# VRAM_NVDEC_QUICK=1 runs 1, 2 and a short probe of each design instead of
-# 3 and 4. Clips and models from $VRAM_SERVICE_CARRY (.carry/service, made by
-# tests/gpu/carry.sh). Writes OUT/summary.md and the runs' files.
+# VRAM_NVDEC_QUICK=1 runs 1, 2 and one step of each design instead of 3 and
+# 4: vramkit's service at $VRAM_H264_START H.264 streams for
+# $VRAM_DENSITY_SECONDS, the usual design at $VRAM_BASE_START for 15 s.
+# VRAM_NVDEC_MEMCHECK=0 leaves compute-sanitizer out. Every step has a time
+# limit (SIGINT, then the next step). Clips and models from
+# $VRAM_SERVICE_CARRY (.carry/service, made by tests/gpu/carry.sh). Writes
+# OUT/summary.md and the runs' files.
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
@@ -45,7 +49,7 @@ export VRAM_NVDEC_CLIPS=$clips
 } >>"$summary"
 for t in test_gpu_nvdec test_gpu_letterbox; do
     [ -x "$build/$t" ] || { echo "$t: not built" >>"$summary"; fail=1; continue; }
-    if "$build/$t" >"$out/$t.log" 2>&1; then
+    if timeout -s INT "${VRAM_NVDEC_TEST_S:-300}" "$build/$t" >"$out/$t.log" 2>&1; then
         echo "$t: PASS" >>"$summary"
     else
         echo "$t: FAIL" >>"$summary"
@@ -54,7 +58,7 @@ for t in test_gpu_nvdec test_gpu_letterbox; do
     grep -E "^(\[  (FAILED|ERROR)|[a-zA-Z0-9_]+\.(mp4|avi|mkv)|1080p|after close|[0-9]+ 1080p|letterbox|nvdec |auto |looped|max)" \
         "$out/$t.log" | head -40 >>"$summary"
     note "$t"
-    if command -v compute-sanitizer >/dev/null; then
+    if [ "${VRAM_NVDEC_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         if compute-sanitizer --tool memcheck --error-exitcode 3 "$build/$t" \
             >"$out/$t.memcheck.log" 2>&1; then
             echo "$t under compute-sanitizer memcheck: clean ($(grep -c 'ERROR SUMMARY: 0' "$out/$t.memcheck.log") summary)" >>"$summary"
@@ -69,7 +73,7 @@ echo '```' >>"$summary"
 echo >>"$summary"
 
 # 2. Faces with NVDEC against the reference.
-VRAM_MODEL_DIR=$carry/models "$build/vramkit" run --backend cuda --decode nvdec --quiet \
+VRAM_MODEL_DIR=$carry/models timeout -s INT 60 "$build/vramkit" run --backend cuda --decode nvdec --quiet \
     --workers 2 --batch 4 --input astronaut="$clips/astronaut.mp4" \
     --input faces2="$clips/faces2.mp4" --input noface="$clips/noface.mp4" \
     --jsonl "$out/nvdec_faces.jsonl" --json --snapshots "$out/snap" --every 1 \
@@ -105,35 +109,39 @@ bench=$build/bench_density
 common=(--model "$model" --warmup 5 --workers "${VRAM_DENSITY_WORKERS:-4}"
         --batch "${VRAM_DENSITY_BATCH:-32}" --out "$out/density.md" --json "$out/density.jsonl"
         --commit "$commit")
-density() { # LABEL ARGS...
-    local label=$1
-    shift
-    "$bench" "$@" "${common[@]}" >>"$out/density.log" 2>&1 || { echo "$label: exit $?" >>"$out/density.log"; }
+density() { # LABEL LIMIT_S ARGS...
+    local label=$1 limit=$2
+    shift 2
+    echo "== $label: $*" >>"$out/density.log"
+    timeout -s INT "$limit" "$bench" "$@" "${common[@]}" >>"$out/density.log" 2>&1 ||
+        echo "$label: exit $?" >>"$out/density.log"
     note "density $label"
 }
 if [ "$quick" = 1 ]; then
-    density probe-vramkit --clip "$clips/cam1080_h264.mp4" --codec-label h264 --design vramkit \
-        --start 32 --step 32 --max 64 --seconds 15 --graphs 1
-    density probe-baseline --clip "$clips/cam1080_h264.mp4" --codec-label h264 --design baseline \
-        --start 4 --step 4 --max 8 --seconds 15
+    n=${VRAM_H264_START:-165}
+    density "h264-vramkit-$n" $((secs + 40)) --clip "$clips/cam1080_h264.mp4" --codec-label h264 \
+        --design vramkit --start "$n" --max "$n" --seconds "$secs" --graphs 1 --queue 1
+    b=${VRAM_BASE_START:-16}
+    density "h264-baseline-$b" 60 --clip "$clips/cam1080_h264.mp4" --codec-label h264 \
+        --design baseline --start "$b" --max "$b" --seconds 15
 else
     h264=$clips/cam1080_h264.mp4
     hevc=$clips/cam1080_hevc.mp4
-    density h264-vramkit --clip "$h264" --codec-label h264 --design vramkit --graphs 1 \
+    density h264-vramkit 1500 --clip "$h264" --codec-label h264 --design vramkit --graphs 1 --queue 1 \
         --start "${VRAM_H264_START:-150}" --step "${VRAM_H264_STEP:-15}" --max 400 \
         --refine 5 --seconds "$secs"
-    density hevc-vramkit --clip "$hevc" --codec-label hevc --design vramkit --graphs 1 \
+    density hevc-vramkit 1500 --clip "$hevc" --codec-label hevc --design vramkit --graphs 1 --queue 1 \
         --start "${VRAM_HEVC_START:-230}" --step "${VRAM_HEVC_STEP:-20}" --max 600 \
         --refine 5 --seconds "$secs"
-    density h264-baseline --clip "$h264" --codec-label h264 --design baseline \
+    density h264-baseline 1500 --clip "$h264" --codec-label h264 --design baseline \
         --start "${VRAM_BASE_START:-16}" --step "${VRAM_BASE_STEP:-16}" --max 256 \
         --refine 4 --seconds "$secs"
     for g in 0 1; do
-        density "graphs-$g" --clip "$h264" --codec-label "h264 graphs $g" --design vramkit \
+        density "graphs-$g" 120 --clip "$h264" --codec-label "h264 graphs $g" --design vramkit \
             --graphs "$g" --start "${VRAM_GRAPHS_N:-128}" --max "${VRAM_GRAPHS_N:-128}" \
             --seconds 20
     done
-    density budget-24G --clip "$h264" --codec-label h264 --design both --budget-case 24G \
+    density budget-24G 900 --clip "$h264" --codec-label h264 --design both --budget-case 24G \
         --budget-max 1024
     # 4. The soak: 32 streams of 20,000 frames (files looping, as fast as
     # they go), sampled every 100 frames of each stream.
