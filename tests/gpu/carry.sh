@@ -60,7 +60,8 @@ fi
 # NVDEC: 1080p30 camera-like clips at 4 Mbit/s (the astronaut panned, with
 # sensor noise, a key frame a second, no B-frames) in H.264 and HEVC for the
 # density runs; short clips with B-frames in both for exact decoding; and
-# streams NVDEC refuses (MJPEG, 10-bit HEVC, H.264 wider than its 4096).
+# streams NVDEC refuses (MJPEG in a container the GPU machine's FFmpeg
+# reads, 10-bit HEVC, H.264 wider than its 4096).
 camclip() { # OUT CODEC
   [ -s "$1" ] && return 0
   ffmpeg -nostdin -hide_banner -loglevel error -y -loop 1 -framerate 30 -t 10 \
@@ -82,7 +83,7 @@ small() { # OUT ARGS...: 64 frames of a moving test pattern
 }
 small "$svc/clips/bframes_h264.mp4" -pix_fmt yuv420p -c:v libx264 -bf 3 -g 16
 small "$svc/clips/bframes_hevc.mp4" -pix_fmt yuv420p -c:v libx265 -x265-params bframes=3:keyint=16:log-level=error
-small "$svc/clips/mjpeg.avi" -pix_fmt yuvj420p -c:v mjpeg
+small "$svc/clips/mjpeg.mov" -pix_fmt yuvj420p -c:v mjpeg
 small "$svc/clips/hevc10.mkv" -pix_fmt yuv420p10le -c:v libx265 -x265-params log-level=error
 if [ ! -s "$svc/clips/wide_h264.mp4" ]; then
   ffmpeg -nostdin -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=4160x240:rate=30 \

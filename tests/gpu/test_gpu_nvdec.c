@@ -303,7 +303,14 @@ static void refused(const char *name, const char *says)
     so.decode = VRAM_DECODE_AUTO;
     so.pool = host_pool;
     so.owner = h;
-    s = open_ok(&so);
+    rc = vram_source_open(&so, &s);
+    if (rc == VRAM_EPARSE && strstr(vram_last_error(), "no decoder")) {
+        /* An FFmpeg built with few decoders (the GPU machine's) has none. */
+        print_message("auto %s: no CPU decoder here either: %s\n", name, vram_last_error());
+        return;
+    }
+    if (rc)
+        fail_msg("auto %s: %s: %s", name, vram_err_name(rc), vram_last_error());
     vram_source_info info;
     vram_source_info_get(s, &info);
     print_message("auto %s: decode %s, because: %s\n", name, vram_decode_name(info.decode),
@@ -321,7 +328,7 @@ static void refused(const char *name, const char *says)
 static void test_refusals(void **state)
 {
     (void)state;
-    refused("mjpeg.avi", "does not decode mjpeg");
+    refused("mjpeg.mov", "does not decode mjpeg");
     refused("hevc10.mkv", "8-bit");
     refused("wide_h264.mp4", "outside what this GPU's decoders take");
 }
