@@ -169,6 +169,7 @@ VRAM_API int vram_stream_opts_init(vram_stream_opts *opts);
  * and the streams to start with:
  *
  *   {"model": "face.onnx", "backend": "cpu", "workers": 2, "batch": 8,
+ *    "decode": "cpu", "surfaces": 0, "graphs": false, "in_flight": 1,
  *    "budget": "512M", "stream_budget": "64M", "queue": 2, "realtime": false,
  *    "loop": false, "frames": 0, "jsonl": "out.jsonl", "snapshots": "snap",
  *    "every": 5, "streams": [{"id": "cam1", "url": "rtsp://...",
