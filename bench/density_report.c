@@ -90,6 +90,18 @@ static const char *cell(const char *s, char *buf, size_t cap)
 
 static double gib(uint64_t b) { return (double)b / 1073741824.0; }
 
+/* The lines every table's header starts with: the command, date, commit
+ * and machine. */
+static void header_lines(density_report *r, const density_opts *o, const char *date)
+{
+    out(r, "- command: `bench_density");
+    for (int i = 1; i < o->argc; i++)
+        out(r, " %s", o->argv[i]);
+    out(r, "`\n- date: %s; commit: %s\n", date, o->commit);
+    out(r, "- GPU: %s, %.1f GiB; driver %s (CUDA %d.%d); %s\n", r->gpu, gib(r->total_bytes),
+        r->driver, r->cuda_driver / 1000, (r->cuda_driver % 1000) / 10, r->machine);
+}
+
 static cJSON *json_common(density_report *r, const char *type, const char *design)
 {
     const density_opts *o = r->o;
@@ -119,12 +131,7 @@ void density_report_begin(density_report *r, const char *design, const char *wha
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
     out(r, "\n## Streams one GPU carries: %s design, %s (%dx%d at %.2f fps)\n\n", design,
         o->codec_label, o->clip_width, o->clip_height, o->clip_fps);
-    out(r, "- command: `bench_density");
-    for (int i = 1; i < o->argc; i++)
-        out(r, " %s", o->argv[i]);
-    out(r, "`\n- date: %s; commit: %s\n", date, o->commit);
-    out(r, "- GPU: %s, %.1f GiB; driver %s (CUDA %d.%d); %s\n", r->gpu, gib(r->total_bytes),
-        r->driver, r->cuda_driver / 1000, (r->cuda_driver % 1000) / 10, r->machine);
+    header_lines(r, o, date);
     out(r, "- clip: `%s` (%s) for every stream, paced to its frame rate and looping; model "
            "`%s` on every frame\n",
         o->clip, o->clip_codec, o->model);
@@ -255,12 +262,7 @@ void density_report_budget(density_report *r, const density_budget_row *rows, in
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
     out(r, "\n## Streams admitted within %.1f GiB of device memory, %s\n\n",
         gib(o->budget_case), o->codec_label);
-    out(r, "- command: `bench_density");
-    for (int i = 1; i < o->argc; i++)
-        out(r, " %s", o->argv[i]);
-    out(r, "`\n- date: %s; commit: %s\n", date, o->commit);
-    out(r, "- GPU: %s, %.1f GiB; driver %s (CUDA %d.%d); %s\n", r->gpu, gib(r->total_bytes),
-        r->driver, r->cuda_driver / 1000, (r->cuda_driver % 1000) / 10, r->machine);
+    header_lines(r, o, date);
     out(r, "- vramkit: a service with this budget takes streams until "
            "vram_service_add_stream refuses; baseline: threads are started (each running) "
            "until the device's used memory since before the first would pass it\n\n");

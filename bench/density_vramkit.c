@@ -45,6 +45,18 @@ static void on_result(void *ctx, const vram_result *r)
                                   memory_order_relaxed);
 }
 
+/* One more stream of the clip, paced and looping, as `id`. */
+static int add_stream(vk_design *v, const char *id)
+{
+    vram_stream_opts so;
+    vram_stream_opts_init(&so);
+    so.id = id;
+    so.url = v->o->clip;
+    so.realtime = 1;
+    so.loop = 1;
+    return vram_service_add_stream(v->svc, &so, NULL);
+}
+
 /* Streams that failed or ended in an earlier step are removed and added
  * again under their ids, so that the next step runs n live streams. */
 static int vk_heal(vk_design *v)
@@ -61,13 +73,7 @@ static int vk_heal(vk_design *v)
         snprintf(id, sizeof id, "%s", s->id);
         if ((rc = vram_service_remove_stream(v->svc, id)))
             break;
-        vram_stream_opts so;
-        vram_stream_opts_init(&so);
-        so.id = id;
-        so.url = v->o->clip;
-        so.realtime = 1;
-        so.loop = 1;
-        if ((rc = vram_service_add_stream(v->svc, &so, NULL))) {
+        if ((rc = add_stream(v, id))) {
             /* Keep the ids contiguous: this one and those after it go. */
             tool_saved_error saved;
             tool_error_save(&saved);
@@ -95,13 +101,7 @@ static int vk_resize(void *self, unsigned n, unsigned *have)
         }
         char id[32];
         snprintf(id, sizeof id, "s%u", v->n);
-        vram_stream_opts so;
-        vram_stream_opts_init(&so);
-        so.id = id;
-        so.url = v->o->clip;
-        so.realtime = 1;
-        so.loop = 1;
-        if (!(rc = vram_service_add_stream(v->svc, &so, NULL)))
+        if (!(rc = add_stream(v, id)))
             v->n++;
     }
     while (v->n > n && !rc) {

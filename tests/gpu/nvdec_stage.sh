@@ -73,23 +73,12 @@ echo '```' >>"$summary"
 echo >>"$summary"
 
 # 2. Faces with NVDEC against the reference.
-VRAM_MODEL_DIR=$carry/models timeout -s INT 60 "$build/vramkit" run --backend cuda --decode nvdec --quiet \
-    --workers 2 --batch 4 --input astronaut="$clips/astronaut.mp4" \
-    --input faces2="$clips/faces2.mp4" --input noface="$clips/noface.mp4" \
-    --jsonl "$out/nvdec_faces.jsonl" --json --snapshots "$out/snap" --every 1 \
-    >"$out/nvdec_faces.json" 2>"$out/nvdec_faces.err"
-rc=$?
 {
     echo "### Faces with NVDEC against the independent reference"
     echo
     echo '```'
-    if [ $rc -eq 0 ] && python3 "$root/tests/faces/compare.py" "$out/nvdec_faces.jsonl" \
-        "$clips/reference.jsonl"; then
-        echo "PASS: decoded by NVDEC and letterboxed on the GPU, the faces are the reference's"
-    else
-        echo "FAIL (vramkit run exit $rc): $(tail -3 "$out/nvdec_faces.err")"
-        fail=1
-    fi
+    bash "$root/tests/gpu/faces_run.sh" "$build/vramkit" "$out" nvdec_faces --decode nvdec \
+        --snapshots "$out/snap" --every 1 || fail=1
     python3 - "$out/nvdec_faces.json" <<'PY' || true
 import json, sys
 d = json.load(open(sys.argv[1]))

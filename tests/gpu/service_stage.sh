@@ -33,22 +33,11 @@ fail=0
 } >"$summary"
 
 # 1. Correctness against the reference.
-VRAM_MODEL_DIR=$models "$vramkit" run --backend cuda --quiet --workers 2 --batch 4 \
-    --input astronaut="$clips/astronaut.mp4" --input faces2="$clips/faces2.mp4" \
-    --input noface="$clips/noface.mp4" --jsonl "$out/service_cuda.jsonl" --json \
-    >"$out/correctness.json" 2>"$out/correctness.err"
-rc=$?
 {
     echo "### Faces against the independent reference"
     echo
     echo '```'
-    if [ $rc -eq 0 ] && python3 "$root/tests/faces/compare.py" "$out/service_cuda.jsonl" \
-        "$clips/reference.jsonl"; then
-        echo "PASS: the cuda service finds the reference's faces on every frame"
-    else
-        echo "FAIL (vramkit run exit $rc): $(tail -3 "$out/correctness.err")"
-        fail=1
-    fi
+    bash "$root/tests/gpu/faces_run.sh" "$vramkit" "$out" correctness || fail=1
     echo '```'
     echo
 } >>"$summary" 2>&1

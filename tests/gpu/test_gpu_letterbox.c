@@ -34,7 +34,6 @@
 static vram_device *dev;
 static vram_backend *backend;
 static vram_pool *pool;
-static int have_clips;
 static nv12_pic pics[NV12_CLIPS][NV12_CLIP_FRAMES];
 
 /* A picture in device memory, NV12 in one pitched allocation. */
@@ -73,13 +72,7 @@ static int group_setup(void **state)
     (void)state;
     if (vram_device_open(0, NULL, &dev) || vram_device_bind(dev))
         return -1;
-    if (vram_backend_create("host", &(vram_backend_opts){.capacity = 1ull << 30}, &backend))
-        return -1;
-    vram_pool_opts o;
-    vram_pool_opts_init(&o);
-    o.backend = backend;
-    o.configured_listeners = 0;
-    if (vram_pool_create(&o, &pool))
+    if (host_pool_make(1ull << 30, &backend, &pool))
         return -1;
     int rc = nv12_clips_make();
     if (rc < 0)
@@ -105,20 +98,6 @@ static int group_teardown(void **state)
     assert_int_equal(vram_pool_destroy(pool), 0);
     vram_backend_destroy(backend);
     return vram_device_close(dev);
-}
-
-static void need_clips(void)
-{
-    if (!have_clips) {
-        print_message("ffmpeg with libx264 not found: skipped\n");
-        skip();
-    }
-}
-
-static void assert_contains(const char *s, const char *part)
-{
-    if (!strstr(s, part))
-        fail_msg("\"%s\" does not contain \"%s\"", s, part);
 }
 
 static void launch_ok(const vram_letterbox *lb, vram_frame *const *frames, unsigned n,

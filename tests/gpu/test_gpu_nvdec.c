@@ -25,6 +25,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 
+#include "test_host.h"
 #include "vramkit.h"
 
 static char clips[4096];
@@ -481,10 +482,7 @@ static int setup(void **state)
     po.configured_listeners = 0;
     if (vram_pool_create(&po, &dev_pool))
         return -1;
-    if (vram_backend_create("host", &(vram_backend_opts){.capacity = 4ull << 30}, &host_backend))
-        return -1;
-    po.backend = host_backend;
-    if (vram_pool_create(&po, &host_pool))
+    if (host_pool_make(4ull << 30, &host_backend, &host_pool))
         return -1;
     return vram_device_bind(dev);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "test_host.h"
 #include "vramkit.h"
 
 static vram_backend *backend;
@@ -24,27 +25,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
-
 /* The host pool (capacity bytes) and whether ffmpeg is there. */
 static int fixture_setup(uint64_t capacity)
 {
-    if (vram_backend_create("host", &(vram_backend_opts){.capacity = capacity}, &backend))
-        return -1;
-    vram_pool_opts o;
-    vram_pool_opts_init(&o);
-    o.backend = backend;
-    o.configured_listeners = 0;
-    if (vram_pool_create(&o, &pool))
+    if (host_pool_make(capacity, &backend, &pool))
         return -1;
     have_ffmpeg = system("command -v ffmpeg >/dev/null 2>&1") == 0;
     return 0;
