@@ -46,13 +46,18 @@ VRAM_MODEL_DIR=build/models ./build-asan/vramkit run --quiet --workers 2 --batch
   2>build-asan/run.err || { cat build-asan/run.err >&2; exit 1; }
 [ "$(wc -l <"$clips/out.jsonl")" -eq 60 ] || { echo "vramkit run under ASan: $(wc -l <"$clips/out.jsonl") results, not 60" >&2; exit 1; }
 rm -rf "$clips"
+# libvram_preload.so inside programs under ASan (its runtime preloaded first).
+bash tests/cli/test_trace.sh build-asan/vramkit address "${CC:-cc}" >build-asan/trace.log 2>&1 \
+  || { tail -20 build-asan/trace.log >&2; exit 1; }
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 step "TSan build"
 cmake -S . -B build-tsan -DVRAM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DVRAM_CUDA=OFF >/dev/null
 cmake --build build-tsan -j "$jobs" >/dev/null
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 VRAM_TEST_QUICK=1 \
-   ctest --output-on-failure -j "$jobs" -R "integration/|unit/")
+   ctest --output-on-failure -j "$jobs" -R "integration/|unit/|preload/")
+bash tests/cli/test_trace.sh build-tsan/vramkit thread "${CC:-cc}" >build-tsan/trace.log 2>&1 \
+  || { tail -20 build-tsan/trace.log >&2; exit 1; }
 
 step "fuzzers (${fuzz_seconds}s each)"
 CC=clang cmake -S . -B build-fuzz -DVRAM_FUZZ=ON -DVRAM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug \

@@ -88,6 +88,11 @@ VRAM_API int vram_trace_writer_open(const char *path, vram_trace_writer **out);
 VRAM_API int vram_trace_writer_event(vram_trace_writer *w, vram_trace_action action, uint32_t thread,
                             uint64_t ptr, uint64_t size, uint64_t stream);
 
+/* Hand what was written so far to the file (a gzip file: up to a flush
+ * point), so that a process killed later loses none of it. 0, VRAM_EINVAL
+ * for NULL, or VRAM_EIO once a write or this flush failed. */
+VRAM_API int vram_trace_writer_flush(vram_trace_writer *w);
+
 /* Flush and close; returns 0 or VRAM_EIO if anything could not be written.
  * The writer is freed in both cases. NULL is accepted. */
 VRAM_API int vram_trace_writer_close(vram_trace_writer *w);

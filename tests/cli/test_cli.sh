@@ -24,7 +24,7 @@ expect() {
 }
 
 # 1. Help everywhere.
-commands="replay config ctxcost soak model report metrics"
+commands="replay config ctxcost soak model report metrics trace"
 subcommands="model:info model:run model:sweep"
 for c in $commands $subcommands; do
   words=${c/:/ }

@@ -22,6 +22,7 @@ int cmd_model(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_soak(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 /* `model sweep`, dispatched by cmd_model (argv[0] is "sweep"). */
 int cmd_model_sweep(int argc, char **argv);
 

@@ -19,6 +19,8 @@ static const struct {
                          "choosing a workspace (sweep)"},
     {"report", cmd_report, "snapshots, sample series and OOM reports as one HTML page"},
     {"metrics", cmd_metrics, "replayed pools as Prometheus metrics: printed once or served over HTTP"},
+    {"trace", cmd_trace, "run a program with vramkit loaded into it: its device memory traced, "
+                         "limited or pooled"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -111,6 +111,18 @@ int vram_trace_writer_event(vram_trace_writer *w, vram_trace_action action, uint
     return put(w, line, (size_t)n);
 }
 
+int vram_trace_writer_flush(vram_trace_writer *w)
+{
+    if (!w)
+        return vram__fail(VRAM_EINVAL, "vram_trace_writer_flush: no writer");
+    int bad = w->gz ? gzflush(w->gz, Z_SYNC_FLUSH) != Z_OK : fflush(w->file) != 0;
+    if (bad && !w->failed) {
+        w->failed = 1;
+        return vram__fail(VRAM_EIO, "trace: flushing failed");
+    }
+    return w->failed ? VRAM_EIO : 0;
+}
+
 int vram_trace_writer_close(vram_trace_writer *w)
 {
     if (!w)
