@@ -35,7 +35,7 @@
     X(cuArrayGetMemoryRequirements, CUDA) X(cuMipmappedArrayGetMemoryRequirements, CUDA)      \
     X(cuCtxGetCurrent, CUDA) X(cuMemPoolGetAttribute, CUDA) X(cuDeviceGetDefaultMemPool, CUDA) \
     X(cuDeviceGetGraphMemAttribute, CUDA) X(cuDeviceGetPCIBusId, CUDA) X(nvmlInit_v2, NVML)     \
-    X(nvmlDeviceGetHandleByPciBusId_v2, NVML)
+    X(nvmlDeviceGetHandleByPciBusId_v2, NVML) X(cuDevicePrimaryCtxGetState, CUDA)
 
 enum {
 #define VRAM__PL_ID(name, lib) VRAM__PL_H_##name,

@@ -144,6 +144,32 @@ EXPORT CUresult CUDAAPI cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params
     MADE(real(ctx, params, flags, dev));
 }
 
+const void *vram__pl_current_context(void)
+{
+    PFN_cuCtxGetCurrent_v4000 cur = HOOK_REAL(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000);
+    CUcontext c = NULL;
+    return cur && cur(&c) == CUDA_SUCCESS ? (const void *)c : NULL;
+}
+
+uint64_t vram__pl_graph_memory(void)
+{
+    PFN_cuDeviceGetGraphMemAttribute_v11040 get =
+        HOOK_REAL(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040);
+    cuuint64_t v = 0;
+    vram__pl_depth++;
+    int ok = get && get(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v) == CUDA_SUCCESS;
+    vram__pl_depth--;
+    return ok ? (uint64_t)v : 0;
+}
+
+/* A context gone with what was allocated in it (the driver freed that). */
+static void gone(const void *ctx)
+{
+    uint64_t bytes = vram__pl_drop_context(ctx);
+    if (bytes && vram__pl_limit())
+        vram__pl_give(bytes);
+}
+
 EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 {
     PFN_cuCtxDestroy_v4000 real = HOOK_REAL(cuCtxDestroy_v2, PFN_cuCtxDestroy_v4000);
@@ -152,8 +178,10 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
     vram__pl_depth++;
     CUresult r = real(ctx);
     vram__pl_depth--;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         vram__pl_on_context_gone(ctx, 0, -1);
+        gone(ctx);
+    }
     return r;
 }
 
@@ -181,11 +209,21 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         HOOK_REAL(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v11000);
     if (HOOK_PASS() || !real)
         return real ? real(dev) : CUDA_ERROR_NOT_INITIALIZED;
+    void *primary = vram__pl_primary_of((int)dev);
     vram__pl_depth++;
     CUresult r = real(dev);
+    /* The last release destroys it. */
+    PFN_cuDevicePrimaryCtxGetState_v7000 state =
+        HOOK_REAL(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState_v7000);
+    unsigned flags = 0;
+    int active = 1;
+    if (r == CUDA_SUCCESS && state && state(dev, &flags, &active) != CUDA_SUCCESS)
+        active = 1;
     vram__pl_depth--;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !active) {
         vram__pl_on_context_gone(NULL, 1, (int)dev);
+        gone(primary);
+    }
     return r;
 }
 

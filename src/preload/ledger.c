@@ -3,7 +3,9 @@
  * with mmap (a hook never calls malloc), counts and live and peak bytes per
  * kind, the contexts with their measured cost, and the stages vram_mark
  * names. One mutex guards it; nothing under it allocates, logs or calls
- * the driver. A table that fills up counts what it could not keep. */
+ * the driver. A table that fills up counts what it could not keep. A
+ * context destroyed takes its allocations with it (the driver frees them):
+ * they leave the ledger then. */
 
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@ typedef struct entry {
     uint64_t key;   /* 0: empty; ~0: deleted */
     uint64_t size;
     const void *site;
+    const void *ctx; /* the context current when it was made */
     uint32_t kind;
     uint32_t pad;
 } entry;
@@ -83,6 +86,7 @@ void vram__pl_on_alloc(vram__pl_kind k, uint64_t key, uint64_t size, const void 
                        uint64_t stream)
 {
     (void)stream;
+    const void *ctx = vram__pl_current_context(); /* before the lock: a driver call */
     pthread_mutex_lock(&mu);
     vram__pl_kind_stats *s = &kinds[k];
     s->calls++;
@@ -103,7 +107,7 @@ void vram__pl_on_alloc(vram__pl_kind k, uint64_t key, uint64_t size, const void 
         uint32_t i = hash(key, key_kind(k));
         for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & (SLOTS - 1)) {
             if (table[i].key == EMPTY || table[i].key == GONE) {
-                table[i] = (entry){.key = key, .size = size, .site = site, .kind = k};
+                table[i] = (entry){.key = key, .size = size, .site = site, .ctx = ctx, .kind = k};
                 kept = 1;
                 break;
             }
@@ -150,6 +154,41 @@ uint64_t vram__pl_on_free(vram__pl_kind k, uint64_t key, uint64_t stream)
     }
     pthread_mutex_unlock(&mu);
     return size;
+}
+
+uint64_t vram__pl_drop_context(const void *ctx)
+{
+    uint64_t dropped = 0;
+    if (!ctx)
+        return 0;
+    pthread_mutex_lock(&mu);
+    for (uint32_t i = 0; table && i < SLOTS; i++) {
+        entry *e = &table[i];
+        if (e->key == EMPTY || e->key == GONE || e->ctx != ctx)
+            continue;
+        vram__pl_kind_stats *st = &kinds[e->kind];
+        st->frees++;
+        st->live_bytes -= e->size < st->live_bytes ? e->size : st->live_bytes;
+        st->live_count -= st->live_count ? 1 : 0;
+        if (vram__pl_charged((vram__pl_kind)e->kind)) {
+            charged -= e->size < charged ? e->size : charged;
+            dropped += e->size;
+        }
+        e->key = GONE;
+    }
+    pthread_mutex_unlock(&mu);
+    return dropped;
+}
+
+void *vram__pl_primary_of(int device)
+{
+    void *ctx = NULL;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n_contexts && !ctx; i++)
+        if (contexts[i].primary && contexts[i].device == device && contexts[i].alive)
+            ctx = contexts[i].ctx;
+    pthread_mutex_unlock(&mu);
+    return ctx;
 }
 
 uint64_t vram__pl_charged_bytes(void)

@@ -97,6 +97,16 @@ void vram__pl_on_fail(vram__pl_kind k, uint64_t size, uint64_t stream);
 /* A free of `key` as kind k (or any device kind when k is VRAM__PL_DEVICE and
  * the key was not found as such): the bytes it had, or 0 when unknown. */
 uint64_t vram__pl_on_free(vram__pl_kind k, uint64_t key, uint64_t stream);
+/* A context was destroyed (or a primary one released for the last time):
+ * the allocations made in it are gone; returns the charged bytes dropped. */
+uint64_t vram__pl_drop_context(const void *ctx);
+/* The primary context of a device as retained (NULL: none alive). */
+void *vram__pl_primary_of(int device);
+/* The most memory CUDA graphs' allocations held on device 0, as the
+ * driver says (cuDeviceGetGraphMemAttribute; 0 when it cannot). */
+uint64_t vram__pl_graph_memory(void);
+/* The context current on this thread (hooks_ctx.c; NULL without one). */
+const void *vram__pl_current_context(void);
 /* Device bytes charged now (the charged kinds) and their peak. */
 uint64_t vram__pl_charged_bytes(void);
 uint64_t vram__pl_peak_bytes(void);

@@ -5,7 +5,8 @@
  * measured cost and, where a device had more than one, the cost and the
  * one-line fix, the memory still live at exit by call site (symbolized
  * with dladdr, and the module and offset for addr2line), the stages marked
- * and the group's and pool's figures. */
+ * the graphs' memory as the driver counts it, and the group's and pool's
+ * figures. */
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -164,9 +165,10 @@ static void write_json(FILE *f, const sites *s, const vram__pl_context *ctx, siz
     vram__pl_group_use(&gu, &gb, &gm);
     char pool[512];
     vram__pl_pool_report(pool, sizeof pool);
-    fprintf(f, "],\n \"group\": {\"members\": %u, \"used_bytes\": %llu, \"budget_bytes\": %llu}, "
-               "\"pool\": ",
-            gm, (unsigned long long)gu, (unsigned long long)gb);
+    fprintf(f, "],\n \"graph_memory_high_bytes\": %llu,\n \"group\": {\"members\": %u, "
+               "\"used_bytes\": %llu, \"budget_bytes\": %llu}, \"pool\": ",
+            (unsigned long long)vram__pl_graph_memory(), gm, (unsigned long long)gu,
+            (unsigned long long)gb);
     jstr(f, pool);
     fprintf(f, "}\n");
 }
@@ -211,6 +213,12 @@ static void write_text(FILE *f, const sites *s, const vram__pl_context *ctx, siz
         for (size_t i = 0; i < n_st; i++)
             fprintf(f, "  stage %s: %.1f MiB at its start, peak %.1f MiB\n", st[i].name,
                     st[i].start_live / MIB, st[i].peak / MIB);
+    vram__pl_kind_stats gk;
+    vram__pl_kind_stats_get(VRAM__PL_GRAPH, &gk);
+    if (gk.calls)
+        fprintf(f, "  CUDA graphs: %llu allocations captured; the driver's graph memory peaked at "
+                   "%.1f MiB\n",
+                (unsigned long long)gk.calls, vram__pl_graph_memory() / MIB);
     if (vram__pl_untracked())
         fprintf(f, "  %llu allocations were counted but not kept by call site\n",
                 (unsigned long long)vram__pl_untracked());

@@ -118,6 +118,9 @@ check "$tmp/own.json" \
     "len([c for c in r['contexts'] if not c['primary']]) == 19|19 contexts (the main thread's and 18)" \
     "all(c['cost_bytes'] > 0 for c in r['contexts'] if not c['primary'])|each context's cost measured" \
     "any('share the primary context' in a and '19 contexts' in a for a in r['advice'])|the fix line"
+"$vramkit" trace --report "$tmp/keep.json" -- "$apps/app_contexts" --own 4 --keep >/dev/null 2>&1 || fail "app_contexts --keep"
+check "$tmp/keep.json" \
+    "k['device']['calls'] == 4 and k['device']['live_bytes'] == 0 and r['charged_bytes_at_exit'] == 0|allocations freed by their contexts' destruction leave the ledger"
 "$vramkit" trace --report "$tmp/shared.json" -- "$apps/app_contexts" --shared 18 >/dev/null 2>&1 || fail "app_contexts --shared"
 check "$tmp/shared.json" "len(r['contexts']) == 1 and r['advice'] == []|one primary context, no advice"
 grep -h "share the primary" "$tmp/own.json.txt"

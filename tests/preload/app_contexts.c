@@ -1,13 +1,15 @@
 /* tests/preload/app_contexts.c - what contexts cost, the two ways a
  * multi-stream program can use them.
  *
- *   app_contexts --own N [--create v2|v3|v4]
+ *   app_contexts --own N [--create v2|v3|v4] [--keep]
  *   app_contexts --shared N
  *
  * --own: the main thread makes a context of its own, then N threads each
  * make one (cuCtxCreate_v2, _v3 or _v4 looked up by exact name with dlsym,
  * default _v4) and allocate 1 MiB in it; once all are made the main thread
- * reads free memory, then the threads free and destroy theirs.
+ * reads free memory, then the threads free and destroy theirs (with
+ * --keep they destroy them without freeing: the driver frees what was in
+ * them).
  * --shared: the main thread retains the primary context; N threads retain
  * it too, make it current and allocate 1 MiB each; the same reading.
  * One JSON line: free memory before the threads, while all their contexts
@@ -20,6 +22,7 @@
 
 static app_cuda c;
 static int own = 1;
+static int keep; /* --keep: leave the allocations to the context's destruction */
 static const char *create_name = "cuCtxCreate_v4";
 static void *create_fn;
 static PFN_cuMemAlloc_v3020 mem_alloc;
@@ -55,7 +58,7 @@ static void *run(void *arg)
         fprintf(stderr, "error: a thread's context or allocation failed: %s\n", app_err(&c, r));
     pthread_barrier_wait(&made);
     pthread_barrier_wait(&done);
-    if (p && mem_free(p) != CUDA_SUCCESS)
+    if (p && !keep && mem_free(p) != CUDA_SUCCESS)
         *failed = 1;
     if (ctx && (own ? ctx_destroy(ctx) : release(0)) != CUDA_SUCCESS)
         *failed = 1;
@@ -69,6 +72,8 @@ int main(int argc, char **argv)
         if ((!strcmp(argv[i], "--own") || !strcmp(argv[i], "--shared")) && i + 1 < argc) {
             own = !strcmp(argv[i], "--own");
             n = (unsigned)strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--keep")) {
+            keep = 1;
         } else if (!strcmp(argv[i], "--create") && i + 1 < argc) {
             const char *v = argv[++i];
             create_name = !strcmp(v, "v2")   ? "cuCtxCreate_v2"
@@ -78,7 +83,7 @@ int main(int argc, char **argv)
             if (!create_name)
                 app_die("--create takes v2, v3 or v4");
         } else {
-            app_die("usage: app_contexts --own N [--create v2|v3|v4] | --shared N");
+            app_die("usage: app_contexts --own N [--create v2|v3|v4] [--keep] | --shared N");
         }
     }
     if (n == 0 || n > 256)
