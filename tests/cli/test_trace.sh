@@ -31,12 +31,15 @@ unset LD_PRELOAD FAKE_CUDA_TOTAL VRAM_PRELOAD_MODE VRAM_PRELOAD_BUDGET VRAM_PREL
 # The stand-ins where the library itself looks for NVML (the programs find
 # them by their RPATH).
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+rt=
 if [ -n "$sanitizer" ]; then
     rt=$("$cc" -print-file-name="lib${sanitizer/address/asan}.so")
     [ "$sanitizer" = thread ] && rt=$("$cc" -print-file-name=libtsan.so)
-    export LD_PRELOAD=$rt
     export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1
 fi
+# vramkit trace with the sanitizer's runtime preloaded ahead of the library
+# (only there: the checks' python3 must not get it).
+trace() { LD_PRELOAD=$rt "$vramkit" trace "$@"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -57,7 +60,7 @@ PY
 }
 
 # ---- observe: every kind, nothing left, the trace ----
-"$vramkit" trace --report "$tmp/linked.json" --trace "$tmp/linked.csv" -- \
+trace --report "$tmp/linked.json" --trace "$tmp/linked.csv" -- \
     "$apps/app_linked" 4 >"$tmp/linked.out" 2>"$tmp/linked.err" || fail "app_linked: $(tail -5 "$tmp/linked.err")"
 check "$tmp/linked.json" \
     "k['device']['calls'] >= 4 and k['device']['frees'] >= 4|cuMemAlloc x4 counted" \
@@ -76,7 +79,7 @@ frees=$(grep -c ",free," "$tmp/linked.csv")
 echo "trace: observe counts every kind; the trace has $allocs allocations and $frees frees and replays"
 
 # A planted leak, named by its call site.
-"$vramkit" trace --report "$tmp/leak.json" -- "$apps/app_linked" 2 --leak 3145728 \
+trace --report "$tmp/leak.json" -- "$apps/app_linked" 2 --leak 3145728 \
     >/dev/null 2>"$tmp/leak.err" || fail "app_linked --leak"
 check "$tmp/leak.json" \
     "r['charged_bytes_at_exit'] == 3145728|3 MiB held at exit" \
@@ -87,9 +90,9 @@ fi
 echo "trace: a planted leak of 3 MiB is named at leaky_site"
 
 # dlopen + dlsym, and cuGetProcAddress with every flag.
-"$vramkit" trace --report "$tmp/dl.json" -- "$apps/app_dlopen" --count 8 >/dev/null 2>&1 || fail "app_dlopen"
+trace --report "$tmp/dl.json" -- "$apps/app_dlopen" --count 8 >/dev/null 2>&1 || fail "app_dlopen"
 check "$tmp/dl.json" "k['device']['calls'] == 8 and k['device']['frees'] == 8|dlsym'd cuMemAlloc_v2 lands in the hooks"
-"$vramkit" trace --report "$tmp/pa.json" -- "$apps/app_procaddr" >"$tmp/pa.out" 2>"$tmp/pa.err" ||
+trace --report "$tmp/pa.json" -- "$apps/app_procaddr" >"$tmp/pa.out" 2>"$tmp/pa.err" ||
     fail "app_procaddr under the library: $(tail -3 "$tmp/pa.err"; tail -3 "$tmp/pa.out")"
 python3 - "$tmp/pa.out" <<'PY' || exit 1
 import json, sys
@@ -105,7 +108,7 @@ check "$tmp/pa.json" "k['async']['calls'] >= 12|every cuGetProcAddress pointer c
 echo "trace: dlsym and cuGetProcAddress (both ABIs, every flag) land in the hooks, _ptsz kept"
 
 # 16 threads at once.
-"$vramkit" trace --report "$tmp/th.json" -- "$apps/app_threads" --threads 16 --iterations 300 \
+trace --report "$tmp/th.json" -- "$apps/app_threads" --threads 16 --iterations 300 \
     >/dev/null 2>&1 || fail "app_threads"
 check "$tmp/th.json" \
     "k['device']['calls'] == 16*300 and k['device']['frees'] == 16*300|16 x 300 allocations and frees" \
@@ -113,26 +116,26 @@ check "$tmp/th.json" \
 echo "trace: 16 threads starting at once, every call counted"
 
 # Contexts: 18 of their own, flagged with the fix; 18 sharing one.
-"$vramkit" trace --report "$tmp/own.json" -- "$apps/app_contexts" --own 18 >/dev/null 2>&1 || fail "app_contexts --own"
+trace --report "$tmp/own.json" -- "$apps/app_contexts" --own 18 >/dev/null 2>&1 || fail "app_contexts --own"
 check "$tmp/own.json" \
     "len([c for c in r['contexts'] if not c['primary']]) == 19|19 contexts (the main thread's and 18)" \
     "all(c['cost_bytes'] > 0 for c in r['contexts'] if not c['primary'])|each context's cost measured" \
     "any('share the primary context' in a and '19 contexts' in a for a in r['advice'])|the fix line"
-"$vramkit" trace --report "$tmp/keep.json" -- "$apps/app_contexts" --own 4 --keep >/dev/null 2>&1 || fail "app_contexts --keep"
+trace --report "$tmp/keep.json" -- "$apps/app_contexts" --own 4 --keep >/dev/null 2>&1 || fail "app_contexts --keep"
 check "$tmp/keep.json" \
     "k['device']['calls'] == 4 and k['device']['live_bytes'] == 0 and r['charged_bytes_at_exit'] == 0|allocations freed by their contexts' destruction leave the ledger"
-"$vramkit" trace --report "$tmp/shared.json" -- "$apps/app_contexts" --shared 18 >/dev/null 2>&1 || fail "app_contexts --shared"
+trace --report "$tmp/shared.json" -- "$apps/app_contexts" --shared 18 >/dev/null 2>&1 || fail "app_contexts --shared"
 check "$tmp/shared.json" "len(r['contexts']) == 1 and r['advice'] == []|one primary context, no advice"
 grep -h "share the primary" "$tmp/own.json.txt"
 echo "trace: 19 contexts flagged with their cost and the fix; 18 threads sharing the primary one, one"
 
 # NVDEC decoders, NVML.
-"$vramkit" trace --report "$tmp/nv.json" -- "$apps/app_nvdec" >/dev/null 2>&1 || fail "app_nvdec"
+trace --report "$tmp/nv.json" -- "$apps/app_nvdec" >/dev/null 2>&1 || fail "app_nvdec"
 check "$tmp/nv.json" "k['decoder']['calls'] == 2 and k['decoder']['live_count'] == 1 and k['decoder']['live_bytes'] > 0|two decoders charged, one live"
 echo "trace: NVDEC decoders charged their measured memory"
 
 # fork: the child's own report and trace.
-"$vramkit" trace --report "$tmp/fork.json" --trace "$tmp/fork.csv" -- "$apps/app_fork" \
+trace --report "$tmp/fork.json" --trace "$tmp/fork.csv" -- "$apps/app_fork" \
     >"$tmp/fork.out" 2>/dev/null || fail "app_fork"
 child=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "parent" in l][0]["pid"])' "$tmp/fork.out" 2>/dev/null)
 [ -n "$child" ] && [ -s "$tmp/fork.csv.$child" ] || fail "no trace of the fork's child ($child): $(ls "$tmp")"
@@ -140,7 +143,7 @@ check "$tmp/fork.json" "k['device']['calls'] >= 1 and r['charged_bytes_at_exit']
 echo "trace: fork's child writes its own trace ($tmp/fork.csv.$child)"
 
 # A crash keeps the trace written so far.
-"$vramkit" trace --trace "$tmp/crash.csv" -- "$apps/app_crash" >/dev/null 2>"$tmp/crash.err"
+trace --trace "$tmp/crash.csv" -- "$apps/app_crash" >/dev/null 2>"$tmp/crash.err"
 rc=$?
 [ $rc -ge 128 ] || fail "app_crash: status $rc"
 grep -q "ended by signal" "$tmp/crash.err" || fail "no word of the signal: $(cat "$tmp/crash.err")"
@@ -148,7 +151,7 @@ grep -q "ended by signal" "$tmp/crash.err" || fail "no word of the signal: $(cat
 echo "trace: a crash (status $rc) keeps its trace of 3 allocations"
 
 # ---- limit ----
-FAKE_CUDA_TOTAL=$((1 << 30)) "$vramkit" trace --mode limit --budget 64M --report "$tmp/oom.json" -- \
+FAKE_CUDA_TOTAL=$((1 << 30)) trace --mode limit --budget 64M --report "$tmp/oom.json" -- \
     "$apps/app_oom" >"$tmp/oom.out" 2>/dev/null || fail "app_oom under a budget: $(cat "$tmp/oom.out")"
 python3 - "$tmp/oom.out" <<'PY' || exit 1
 import json, sys
@@ -158,7 +161,7 @@ if d.get("allocated_blocks") != 64 or d.get("error") != "CUDA_ERROR_OUT_OF_MEMOR
     sys.exit(1)
 PY
 check "$tmp/oom.json" "k['device']['failures'] >= 1 and r['budget_bytes'] == 64 << 20|the refusal counted"
-"$vramkit" trace --mode limit --budget 256M -- "$apps/app_nvml" >"$tmp/nvml.out" 2>/dev/null || fail "app_nvml"
+trace --mode limit --budget 256M -- "$apps/app_nvml" >"$tmp/nvml.out" 2>/dev/null || fail "app_nvml"
 python3 - "$tmp/nvml.out" <<'PY' || exit 1
 import json, sys
 d = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
@@ -173,25 +176,25 @@ echo "trace: limit refuses at the budget as CUDA_ERROR_OUT_OF_MEMORY; NVML and c
 
 # A group: two processes share 96 MiB; one is killed, its bytes come back.
 group=vt$$
-"$vramkit" trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 1 \
+trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 1 \
     --size $((64 << 20)) --budget-probe 1 --hold 30 >"$tmp/g1.out" 2>&1 &
 holder=$!
 for _ in $(seq 100); do grep -q holding "$tmp/g1.out" 2>/dev/null && break; sleep 0.1; done
 grep -q holding "$tmp/g1.out" || { kill -9 $holder; fail "the first member never held its 64 MiB: $(cat "$tmp/g1.out")"; }
-"$vramkit" trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 0 \
+trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 0 \
     --budget-probe $((48 << 20)) >"$tmp/g2.out" 2>&1
 grep -q OUT_OF_MEMORY "$tmp/g2.out" || { kill -9 $holder; fail "48 MiB more fitted in a group of 96 MiB holding 64: $(cat "$tmp/g2.out")"; }
 app_pid=$(sed -n 's/.*holding .* pid \([0-9]*\).*/\1/p' "$tmp/g1.out")
 kill -9 "$app_pid" # the member itself, holding its bytes
 wait $holder 2>/dev/null
-"$vramkit" trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 0 \
+trace --mode limit --budget 96M --group "$group" -q -- "$apps/app_dlopen" --count 0 \
     --budget-probe $((48 << 20)) >"$tmp/g3.out" 2>&1
 grep -q '"CUDA_SUCCESS"' "$tmp/g3.out" || fail "the killed member's 64 MiB did not come back: $(cat "$tmp/g3.out")"
 rm -f "/dev/shm/vramkit-group-$group"
 echo "trace: a group of two shares 96 MiB; SIGKILL gives the holder's bytes back"
 
 # ---- pool ----
-if "$vramkit" trace --mode pool --report "$tmp/pool.json" -- "$apps/app_dlopen" --count 8 \
+if trace --mode pool --report "$tmp/pool.json" -- "$apps/app_dlopen" --count 8 \
     >/dev/null 2>"$tmp/pool.err"; then
     check "$tmp/pool.json" "'allocations' in r['pool'] and k['device']['calls'] == 8|the pool served cuMemAlloc"
     echo "trace: pool mode serves cuMemAlloc ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pool"])' "$tmp/pool.json"))"
@@ -204,15 +207,18 @@ else
 fi
 
 # ---- bad use ----
-"$vramkit" trace -- "$tmp/no-such-program" 2>"$tmp/nf.err"
+trace -- "$tmp/no-such-program" 2>"$tmp/nf.err"
 [ $? -eq 127 ] && grep -q "no-such-program: not found" "$tmp/nf.err" || fail "a missing program: $(cat "$tmp/nf.err")"
-"$vramkit" trace --mode limit --budget lots -- /bin/true 2>"$tmp/bb.err"
+trace --mode limit --budget lots -- /bin/true 2>"$tmp/bb.err"
 [ $? -eq 2 ] && grep -q "lots" "$tmp/bb.err" || fail "a malformed budget: $(cat "$tmp/bb.err")"
-VRAM_PRELOAD_MODE=limit VRAM_PRELOAD_BUDGET=lots LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$build/libvram_preload.so" \
-    /bin/true 2>"$tmp/lb.err"
-[ $? -eq 125 ] && grep -q '"lots" is not a size' "$tmp/lb.err" || fail "the library took a malformed budget: $(cat "$tmp/lb.err")"
+if [ -z "$sanitizer" ]; then # an uninstrumented /bin/true cannot carry a sanitizer's library
+    VRAM_PRELOAD_MODE=limit VRAM_PRELOAD_BUDGET=lots LD_PRELOAD="$build/libvram_preload.so" \
+        /bin/true 2>"$tmp/lb.err"
+    [ $? -eq 125 ] && grep -q '"lots" is not a size' "$tmp/lb.err" ||
+        fail "the library took a malformed budget: $(cat "$tmp/lb.err")"
+fi
 if printf 'int main(void){return 0;}\n' | "$cc" -static -x c - -o "$tmp/static_app" 2>/dev/null; then
-    "$vramkit" trace -- "$tmp/static_app" 2>"$tmp/st.err"
+    trace -- "$tmp/static_app" 2>"$tmp/st.err"
     [ $? -eq 2 ] && grep -q "linked statically" "$tmp/st.err" || fail "a static program: $(cat "$tmp/st.err")"
 fi
 echo "trace: a missing program (127), a malformed budget and a static program are refused with a sentence"

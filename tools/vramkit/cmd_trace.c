@@ -145,6 +145,9 @@ static void print_file(const char *path, FILE *to)
  * symbols, where binutils is: "function at file:line". */
 static void name_sites(const char *report)
 {
+    /* The shell and addr2line carry nothing this process had preloaded (a
+     * sanitizer's runtime would not run in them). */
+    unsetenv("LD_PRELOAD");
     FILE *f = fopen(report, "r");
     if (!f)
         return;
