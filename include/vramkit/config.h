@@ -47,23 +47,25 @@ extern "C" {
       "vmm: unit in which physical memory is mapped")                          \
     X(CAPACITY, capacity, SIZE, "140GiB", "",                                  \
       "sim and host: bytes of device memory the backend can hand out")         \
-    X(RETAIN_MIN, retain_min, SIZE, "64MiB", "",                               \
-      "vmm: free mapped memory kept mapped (hysteresis), at least")            \
-    X(RETAIN_RATIO, retain_ratio, DOUBLE, "0.25", "",                          \
-      "vmm: free mapped memory kept, as a fraction of the peak live bytes")    \
-    X(HEADROOM, headroom, DOUBLE, "0", "",                                     \
-      "vmm: reserved may reach (1 + this) x peak live before memory goes back") \
+    X(POOL_LIMIT, pool_limit, SIZE, "0", "",                                   \
+      "most memory a pool holds (0: the device's free memory less a margin)") \
+    X(DECAY_MS, decay_ms, SIZE, "10000", "",                                   \
+      "free memory unused this many ms goes back to the driver (0: kept)")    \
+    X(RETAIN_MIN, retain_min, SIZE, "0", "",                                   \
+      "free memory the decay leaves held")                                     \
+    X(PLACE_CANDIDATES, place_candidates, SIZE, "4", "",                       \
+      "free blocks compared for the lowest address (0: size classes only)")   \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
-    X(LARGE_ROUND, large_round, SIZE, "64KiB", "",                             \
+    X(LARGE_ROUND, large_round, SIZE, "4KiB", "",                               \
       "vmm: larger requests are rounded up to a multiple of this")             \
     X(SEGMENT_SMALL, segment_small, SIZE, "2MiB", "",                          \
       "segments: segment size for small requests")                             \
     X(SEGMENT_MEDIUM, segment_medium, SIZE, "20MiB", "",                       \
       "segments: segment size for requests up to 10 MiB")                      \
-    X(MAP_CHUNK, map_chunk, SIZE, "2MiB", "",                                  \
-      "vmm: most bytes one physical chunk backs (unmapped only whole)")        \
-    X(HUGE_SIZE, huge_size, SIZE, "16MiB", "",                                \
+    X(MAP_CHUNK, map_chunk, SIZE, "32MiB", "",                                 \
+      "vmm: most bytes one mapping backs below a quarter of the limit") \
+    X(HUGE_SIZE, huge_size, SIZE, "0", "",                                    \
       "vmm: requests this large get a mapping of their own (0: never)")       \
     X(DEVICE, device, SIZE, "0", "",                                           \
       "GPU backends: index of the CUDA device they open")                      \
@@ -172,7 +174,7 @@ VRAM_API const vram_config *vram_config_get(void);
  * option stays valid). Objects made before keep the values they took. */
 VRAM_API int vram_config_set(const char *name, const char *value);
 
-/* Where option `name` ("headroom" or "HEADROOM") got its current value: a
+/* Where option `name` ("decay_ms" or "DECAY_MS") got its current value: a
  * malformed variable leaves it at VRAM_CONFIG_DEFAULT. Returns 0, or
  * VRAM_EINVAL for an unknown name or a NULL argument. */
 VRAM_API int vram_config_source_of(const char *name, vram_config_source *out);

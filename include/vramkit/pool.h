@@ -11,16 +11,28 @@
  * opts.backend is borrowed: it must outlive the pool (vram_backend_destroy
  * refuses while the pool lives); one the pool made itself is destroyed
  * with it. Names (the pool's, owners') are copied. Every call takes the
- * pool's lock and makes its backend calls under it; listeners' on_event
- * runs under it too (vramkit/listener.h).
+ * pool's lock; listeners' on_event runs under it too (vramkit/listener.h).
+ * The vmm policy releases the lock while the backend maps or unmaps memory,
+ * so other threads' allocations from memory held already go on; the
+ * segments policy calls its backend under it, as PyTorch's allocator does.
+ *
+ * Limit and decay: a pool holds at most opts.limit bytes from its backend
+ * (VRAM_POOL_LIMIT; 0: the device's free memory at creation less a margin).
+ * Below it, freed memory stays held and is reused without a backend call;
+ * when new memory would pass it, free memory goes back first, oldest first,
+ * and an allocation fails only when live blocks with their rounding (and
+ * frees still waiting for their streams) leave no room, the message saying
+ * so with the numbers. A thread per pool gives back memory left unused for
+ * opts.decay_ms (VRAM_DECAY_MS), keeping opts.retain_min, so a service's
+ * memory returns to the device after its load stops, without a backend call
+ * on the allocating threads.
  *
  * Policies:
  *  - VRAM_POLICY_VMM (default): one reserved virtual range per size class
  *    (small requests apart from large ones), backed by physical memory mapped
- *    at the granularity where blocks live. Free granules stay mapped up to a
- *    retention limit (hysteresis), then are unmapped oldest first; retained
- *    granules never raise the peak: before mapping beyond the most ever held,
- *    retained ones are unmapped first. Physical pages can back any address,
+ *    at the granularity where blocks live; a block is placed at the lowest
+ *    address among the first few free blocks that fit, so freed granules are
+ *    reused before new ones are mapped. Physical pages can back any address,
  *    so free space never strands inside a segment.
  *  - VRAM_POLICY_SEGMENTS: segments from the backend (2 MiB for small
  *    requests, 20 MiB for medium ones, the request rounded up to 2 MiB for
@@ -104,18 +116,19 @@ typedef struct vram_pool_opts {
     vram_policy policy;
     uint64_t alignment;     /* power of two, >= 256 recommended */
     uint64_t granularity;   /* vmm mapping unit; 0: the backend's */
-    uint64_t map_chunk;     /* vmm: most bytes one mapping backs (a mapping is
+    uint64_t map_chunk;     /* vmm: most bytes one mapping backs while the pool
+                               holds under a quarter of its limit (a mapping is
                                unmapped only whole); 0: one granule */
     uint64_t huge_size;     /* vmm, on backends with segments too: requests of
                                at least this size get a mapping of their own,
                                rounded to the granularity; 0: never */
-    uint64_t retain_min;    /* vmm: free mapped bytes always kept */
-    double retain_ratio;    /* vmm: free mapped bytes kept, fraction of peak live */
-    double headroom;        /* vmm: free mapped memory is given back to make room
-                               for new mappings only once reserved would exceed
-                               both its peak and (1 + headroom) x peak live; 0
-                               keeps the peak where live memory put it, more
-                               trades memory for fewer driver calls */
+    uint64_t retain_min;    /* free bytes the decay leaves held */
+    uint64_t limit;         /* most bytes held from the backend; 0: the device's
+                               free memory at creation, less (GPU backends)
+                               the larger of 256 MiB and 1/64 of its total */
+    uint64_t decay_ms;      /* free memory unused this long goes back, from a
+                               thread of the pool; 0: no thread, memory goes
+                               back only under the limit or on trim */
     uint64_t small_size;    /* requests up to this are packed apart */
     uint64_t large_round;   /* vmm: larger requests are rounded up to a multiple of
                                this, so that the hole a slowly growing tensor leaves
@@ -129,6 +142,8 @@ typedef struct vram_pool_opts {
                                VRAM_OOM_DIR is (a directory that cannot be
                                created fails vram_pool_create with VRAM_EIO);
                                vram_pool_opts_init sets 1 */
+    uint32_t place_candidates; /* vmm: free blocks compared for the lowest
+                               address (0: the size classes' good fit) */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

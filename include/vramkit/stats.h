@@ -45,7 +45,10 @@ extern "C" {
     X(backend_failures_total, U64, "backend calls that failed")                        \
     X(event_waits_total, U64, "waits for stream events (memory short, trim, destroy)") \
     X(trims_total, U64, "trims, asked for or forced by memory pressure")                \
-    X(charged_bytes, U64, "bytes charged for memory the pool did not allocate (not in live_bytes)")
+    X(charged_bytes, U64, "bytes charged for memory the pool did not allocate (not in live_bytes)") \
+    X(limit_bytes, U64, "most bytes the pool may hold from the backend (VRAM_POOL_LIMIT)")          \
+    X(released_bytes_total, U64, "bytes given back to the backend")                                \
+    X(decay_released_bytes_total, U64, "of those, given back by the decay thread")
 
 /* Budgets and owner/kind live bytes count bytes as requested, not aligned. */
 

@@ -19,14 +19,11 @@
  * also uses, with the VRAM_STACK_LIMIT stack), creates the backend VRAM_BACKEND
  * names if that is a GPU backend (cuda, cuda_async, vmm) and "vmm" otherwise,
  * and one pool for the device named "torch:<device>", with every pool option
- * of the configuration (VRAM_GRANULARITY, VRAM_RETAIN_*, VRAM_TRACE, ...) and
+ * of the configuration (VRAM_POOL_LIMIT, VRAM_DECAY_MS, VRAM_TRACE, ...) and
  * the VRAM_POLICY policy when the backend can serve it, else the policy it
- * can (segments for cuda and cuda_async). Unlike other pools, it keeps freed
- * memory mapped up to about 8% over its peak live bytes (headroom 0.08 and
- * retention 1, each unless the configuration sets it: VRAM_HEADROOM,
- * VRAM_RETAIN_RATIO or vram_config_set): a PyTorch loop with changing
- * shapes otherwise maps and unmaps thousands of times, and each call costs
- * tens of microseconds. From then on each allocation and
+ * can (segments for cuda and cuda_async). Below its limit the pool keeps
+ * freed memory mapped and reuses it without a driver call, so a PyTorch loop
+ * with changing shapes maps only while it grows. From then on each allocation and
  * free is one pool call: no lock but the pool's own. Blocks belong to the
  * pool's default owner, kind "other"; a free is stream-ordered on the stream
  * the block was allocated on (the only one PyTorch reports).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli/test_replay.sh VRAMKIT - the replay command end to end: the shared
-# traces meet the acceptance figures (held <= 1.05 x the floor the stream model
-# allows, no failure, host time <= 1.5 x glibc malloc in the same run), peak
+# traces meet the acceptance figures (under no limit no failure and no backend
+# call once warm, host time <= 1.5 x glibc malloc in the same run; at a limit
+# of 1.05 x peak live, held within it and no refusal the stream model's floor
+# does not force), peak
 # live matches the capture's summary, a capacity the trace exceeds is reported
 # and the replay goes on, and bad input fails with a clear message.
 set -euo pipefail
@@ -37,15 +39,16 @@ for r in rows:
     st = r["settings"]
     if r["allocator"] != "sim/vmm" or st["policy"] != "vmm" or st["backend"] != "sim":
         bad.append(f"{name}: default allocator {r['allocator']}, settings {st}")
-    for k in ("granularity", "headroom", "retain_ratio", "retain_min", "capacity"):
+    for k in ("granularity", "pool_limit", "limit_ratio", "decay_ms", "retain_min", "capacity"):
         if k not in st:
             bad.append(f"{name}: settings lack {k}")
     if st.get("granularity") != 2 << 20 or st.get("timing_runs") != 3:
         bad.append(f"{name}: settings say granularity {st.get('granularity')}, runs {st.get('timing_runs')}")
     if r["failed_allocs"] != 0:
         bad.append(f"{name}: {r['failed_allocs']} failed allocations")
-    if r["reserved_ratio"] > 1.05 * r["floor_ratio"] + 1e-9:
-        bad.append(f"{name}: reserved_ratio {r['reserved_ratio']:.4f} > 1.05 x floor {r['floor_ratio']:.4f}")
+    # No limit: freed memory stays mapped, so a warm pass calls nothing.
+    if r["warm_backend_calls"] != 0:
+        bad.append(f"{name}: {r['warm_backend_calls']} backend calls a warm pass under no limit")
     if r["ns_per_op"] > 1.5 * r["malloc_ns_per_op"]:
         slow.append(r["trace"])
         print(f"{name}: {r['ns_per_op']:.1f} ns/op > 1.5 x malloc {r['malloc_ns_per_op']:.1f}: "
@@ -75,6 +78,28 @@ if r["ns_per_op"] > 1.5 * r["malloc_ns_per_op"]:
 PY
 done <"$tmp/slow.txt"
 
+# At a limit of 1.05 x peak live held never passes the limit, and nothing is
+# refused unless the stream model's floor (live plus frees not yet reusable)
+# is above the limit; a refusal names the limit.
+"$vramkit" replay --json --runs 1 --limit-ratio 1.05 "${traces[@]}" >"$tmp/limit.jsonl" 2>"$tmp/limit.err"
+python3 - "$tmp/limit.jsonl" <<'PY' || fail "limit 1.05: $(cat "$tmp/limit.err")"
+import json, os, sys
+bad = []
+for r in map(json.loads, open(sys.argv[1])):
+    name = os.path.basename(r["trace"]).split(".")[0]
+    if r["peak_reserved_bytes"] > r["limit_bytes"]:
+        bad.append(f"{name}: held {r['peak_reserved_bytes']} > limit {r['limit_bytes']}")
+    if r["failed_allocs"] and r["floor_ratio"] <= 1.05:
+        bad.append(f"{name}: {r['failed_allocs']} refused under a floor of {r['floor_ratio']:.3f}")
+    if r["failed_allocs"] and "limit of" not in r["first_failure"]["message"]:
+        bad.append(f"{name}: a refusal does not name the limit: {r['first_failure']['message']}")
+    print(f"{name:28s} limit 1.05: held/live {r['reserved_ratio']:.4f}, {r['backend_calls']} calls, "
+          f"{r['failed_allocs']} refused (floor {r['floor_ratio']:.3f})")
+if bad:
+    print("\n".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+
 # A capacity the trace exceeds: requests are refused, reported, and the replay goes on.
 "$vramkit" replay --json --runs 1 --capacity 64M "${traces[0]}" >"$tmp/cap.json" 2>"$tmp/cap.err" \
   || fail "replay with a small capacity exited $?"
@@ -84,15 +109,18 @@ grep -q "out of memory" "$tmp/cap.err" || fail "refusal does not say why: $(cat 
 
 # The segments policy runs too, and the table mode prints the settings, a
 # header and a row.
-"$vramkit" replay --policy segments --runs 1 --headroom 0.1 --retain-ratio 0.5 "${traces[0]}" >"$tmp/seg.txt"
+"$vramkit" replay --policy segments --runs 1 --limit 8GiB --decay-ms 500 "${traces[0]}" >"$tmp/seg.txt"
 grep -q "^trace " "$tmp/seg.txt" && grep -q "segments" "$tmp/seg.txt" || fail "table: $(cat "$tmp/seg.txt")"
-grep -q "^settings: backend sim, policy segments, granularity 2.00 MiB, .*headroom 0.1, retain 0.5 x peak live" \
+grep -q "^settings: backend sim, policy segments, granularity 2.00 MiB, .*limit 8.00 GiB, decay 500 ms" \
   "$tmp/seg.txt" || fail "table settings: $(head -2 "$tmp/seg.txt")"
-"$vramkit" replay --json --runs 1 --granularity 4M --headroom 0.2 "${traces[0]}" >"$tmp/set.json"
+"$vramkit" replay --json --runs 1 --granularity 4M --limit-ratio 1.05 "${traces[0]}" >"$tmp/set.json"
 python3 - "$tmp/set.json" <<'PY' || fail "JSON settings: $(cat "$tmp/set.json")"
 import json, sys
-s = json.loads(open(sys.argv[1]).readline())["settings"]
-assert s["granularity"] == 4 << 20 and s["headroom"] == 0.2 and s["timing_runs"] == 1, s
+r = json.loads(open(sys.argv[1]).readline())
+s = r["settings"]
+assert s["granularity"] == 4 << 20 and s["limit_ratio"] == 1.05 and s["timing_runs"] == 1, s
+# The limit is 1.05 x the trace's peak live, and held never passes it.
+assert r["limit_bytes"] > 0 and r["peak_reserved_bytes"] <= r["limit_bytes"], r
 PY
 
 # Malformed traces fail with the line number.
@@ -119,7 +147,7 @@ usage_case "--granularity: 3M is not a power of two" --granularity 3M "${traces[
 usage_case "--granularity: 3K is not a power of two" --granularity 3K "${traces[0]}"
 usage_case '--capacity: size "12X" has an unknown unit' --capacity 12X "${traces[0]}"
 usage_case "unknown option --granularty (did you mean --granularity?)" --granularty 4M "${traces[0]}"
-usage_case "--headroom: 11 is outside 0 .. 10" --headroom 11 "${traces[0]}"
+usage_case "--limit-ratio: 2000 is outside 0 .. 1000" --limit-ratio 2000 "${traces[0]}"
 usage_case "no trace given"
 
 # --compare needs a GPU backend; without a GPU a GPU backend says why.

@@ -92,7 +92,7 @@ static void test_gpu_fields(void **state)
     po.backend = b;
     po.configured_listeners = 0;
     po.retain_min = 0;
-    po.retain_ratio = 0;
+    po.decay_ms = 0;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&po, &p), 0);
     assert_int_equal(vram_monitor_add_pool(m, p), 0);

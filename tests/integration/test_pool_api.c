@@ -191,7 +191,7 @@ static void test_create_explicit(void **state)
             .alignment = 512,
             .granularity = 2 * MiB,
             .retain_min = 8 * MiB,
-            .retain_ratio = 0.05,
+            .limit = 512 * MiB,
             .small_size = 1 * MiB,
             .large_round = 128 * KiB,
             .segment_small = 2 * MiB,
@@ -869,8 +869,8 @@ static void test_snapshot(void **state)
         assert_string_equal(pol->valuestring, vram_policy_name(policies[i]));
         /* The settings name every option the placement reads. */
         const cJSON *set = cJSON_GetObjectItemCaseSensitive(j, "settings");
-        const char *settings[] = {"alignment", "granularity", "retain_min", "retain_ratio",
-                                  "headroom", "small_size", "large_round", "map_chunk",
+        const char *settings[] = {"alignment", "granularity", "pool_limit", "decay_ms", "retain_min",
+                                  "place_candidates", "small_size", "large_round", "map_chunk",
                                   "huge_size", "capacity"};
         for (size_t k = 0; k < sizeof settings / sizeof *settings; k++)
             if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(set, settings[k])))
@@ -1081,7 +1081,7 @@ static void test_config(void **state)
     assert_int_equal(vram_config_get()->granularity, 4 * MiB);
     assert_int_equal(vram_config_set("no_such_option", "1"), VRAM_EINVAL);
     assert_int_equal(vram_config_set("policy", "nonsense"), VRAM_EINVAL);
-    assert_int_equal(vram_config_set("retain_ratio", "-1"), VRAM_EINVAL);
+    assert_int_equal(vram_config_set("decay_ms", "-1"), VRAM_EINVAL);
 
     /* A sim backend created without a granularity takes the configured one. */
     vram_backend *b = NULL;
@@ -1110,7 +1110,7 @@ static void test_config(void **state)
 
     assert_int_equal(vram_config_set("granularity", NULL), 0);
     assert_int_equal(vram_config_set("policy", NULL), 0);
-    assert_int_equal(vram_config_set("retain_ratio", NULL), 0);
+    assert_int_equal(vram_config_set("decay_ms", NULL), 0);
     assert_int_equal(vram_config_get()->granularity, gran0);
 }
 

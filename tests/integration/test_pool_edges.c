@@ -75,8 +75,9 @@ static void test_refused_options(void **state)
     assert_int_equal(vram_pool_create(&o, &p), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "granularity"));
     o.alignment = 256;
-    o.retain_ratio = 0.0 / 0.0; /* NaN */
+    o.place_candidates = 5000; /* more than the placement looks at */
     assert_int_equal(vram_pool_create(&o, &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "place_candidates 5000"));
     assert_int_equal(vram_backend_destroy(b), 0);
 
     b = sim(1ull << 59, 1ull << 40); /* beyond what a pool can index */

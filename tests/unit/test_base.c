@@ -494,10 +494,13 @@ static void test_config_defaults(void **state)
     assert_int_equal(c->backend, 0); /* sim */
     assert_int_equal(c->alignment, 256);
     assert_int_equal(c->capacity, 140 * GiB);
-    assert_int_equal(c->retain_min, 64 * MiB);
-    assert_true(c->retain_ratio > 0.2499 && c->retain_ratio < 0.2501);
+    assert_int_equal(c->retain_min, 0);
+    assert_int_equal(c->pool_limit, 0);
+    assert_int_equal(c->decay_ms, 10000);
+    assert_int_equal(c->place_candidates, 4);
+    assert_true(c->monitor_frag_warning > 0.2999 && c->monitor_frag_warning < 0.3001);
     assert_int_equal(c->small_size, MiB);
-    assert_int_equal(c->large_round, 64 * KiB);
+    assert_int_equal(c->large_round, 4 * KiB);
     assert_int_equal(c->segment_small, 2 * MiB);
     assert_int_equal(c->segment_medium, 20 * MiB);
     assert_non_null(c->trace);
@@ -515,14 +518,14 @@ static void test_config_environment(void **state)
     (void)state;
     assert_int_equal(setenv("VRAM_GRANULARITY", "4MiB", 1), 0);
     assert_int_equal(setenv("VRAM_POLICY", "Segments", 1), 0);
-    assert_int_equal(setenv("VRAM_RETAIN_RATIO", "0.125", 1), 0);
+    assert_int_equal(setenv("VRAM_MONITOR_FRAG_WARNING", "0.125", 1), 0);
     assert_int_equal(setenv("VRAM_TRACE", "/tmp/t.csv.gz", 1), 0);
     vram_config_reset();
     assert_int_equal(vram_config_load(), 0);
     const vram_config *c = vram_config_get();
     assert_int_equal(c->granularity, 4 * MiB);
     assert_int_equal(c->policy, 1);
-    assert_true(c->retain_ratio == 0.125);
+    assert_true(c->monitor_frag_warning == 0.125);
     assert_string_equal(c->trace, "/tmp/t.csv.gz");
 
     cJSON *root = config_json();
@@ -556,7 +559,7 @@ static void test_config_environment(void **state)
     /* Removing the variables and resetting restores the defaults. */
     unsetenv("VRAM_GRANULARITY");
     unsetenv("VRAM_POLICY");
-    unsetenv("VRAM_RETAIN_RATIO");
+    unsetenv("VRAM_MONITOR_FRAG_WARNING");
     unsetenv("VRAM_TRACE");
     vram_config_reset();
     assert_int_equal(c->granularity, 2 * MiB);
@@ -603,14 +606,14 @@ static void test_config_environment_malformed(void **state)
     assert_contains(vram_last_error(), "VRAM_POLICY=best");
     assert_int_equal(vram_config_get()->policy, 0);
     unsetenv("VRAM_POLICY");
-    assert_int_equal(setenv("VRAM_RETAIN_RATIO", "-0.5", 1), 0);
+    assert_int_equal(setenv("VRAM_MONITOR_FRAG_WARNING", "-0.5", 1), 0);
     vram_config_reset();
     assert_int_equal(vram_config_load(), VRAM_EINVAL);
-    assert_contains(vram_last_error(), "VRAM_RETAIN_RATIO");
-    assert_true(vram_config_get()->retain_ratio == 0.25);
+    assert_contains(vram_last_error(), "VRAM_MONITOR_FRAG_WARNING");
+    assert_true(vram_config_get()->monitor_frag_warning == 0.3);
 
     /* Cleaning the environment clears the error. */
-    unsetenv("VRAM_RETAIN_RATIO");
+    unsetenv("VRAM_MONITOR_FRAG_WARNING");
     unsetenv("VRAM_ALIGNMENT");
     vram_config_reset();
     assert_int_equal(vram_config_load(), 0);
@@ -669,14 +672,14 @@ static void test_config_set(void **state)
     cJSON_Delete(root);
 
     /* DOUBLE */
-    assert_int_equal(vram_config_set("retain_ratio", "0.5"), 0);
-    assert_true(c->retain_ratio == 0.5);
+    assert_int_equal(vram_config_set("monitor_frag_warning", "0.5"), 0);
+    assert_true(c->monitor_frag_warning == 0.5);
     static const char *const bad_doubles[] = {"", "-1", "abc", "0.5x", "nan", "inf"};
     for (size_t i = 0; i < sizeof bad_doubles / sizeof bad_doubles[0]; i++) {
         vram_clear_error();
-        assert_int_equal(vram_config_set("retain_ratio", bad_doubles[i]), VRAM_EINVAL);
-        assert_contains(vram_last_error(), "RETAIN_RATIO");
-        assert_true(c->retain_ratio == 0.5);
+        assert_int_equal(vram_config_set("monitor_frag_warning", bad_doubles[i]), VRAM_EINVAL);
+        assert_contains(vram_last_error(), "MONITOR_FRAG_WARNING");
+        assert_true(c->monitor_frag_warning == 0.5);
     }
 
     /* STRING: owned copy. */
@@ -694,7 +697,7 @@ static void test_config_set(void **state)
     /* reset forgets overrides. */
     vram_config_reset();
     assert_int_equal(c->granularity, 2 * MiB);
-    assert_true(c->retain_ratio == 0.25);
+    assert_true(c->monitor_frag_warning == 0.3);
     root = config_json();
     assert_string_equal(json_field(root, "GRANULARITY", "source"), "default");
     cJSON_Delete(root);

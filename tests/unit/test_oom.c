@@ -153,7 +153,7 @@ static vram_pool *make_pool(const char *name, uint64_t capacity, vram_policy pol
     o.backend = b;
     o.policy = policy;
     o.retain_min = 0;
-    o.retain_ratio = 0;
+    o.decay_ms = 0;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&o, &p), 0);
     return p;

@@ -295,8 +295,8 @@ static uint64_t run_once(vram_policy policy, int close_trim, uint64_t k, uint64_
     o.backend = r->faulty;
     o.policy = policy;
     o.alignment = ALIGN;
-    o.retain_min = 4 * MiB; /* vmm: unmap often, so unmaps fail too */
-    o.retain_ratio = 0.0;
+    o.limit = 0;        /* the capacity: memory goes back when it runs out and on trim */
+    o.decay_ms = 0;     /* every backend call made by the test's thread, in order */
     int rc = vram_pool_create(&o, &r->pool);
     if (rc) {
         R_CHECK(r, !quiet_ok && (rc == VRAM_ENOMEM || rc == VRAM_EBACKEND),

@@ -11,8 +11,8 @@
  *    VRAM_ELIMIT and the size needed, and rejects bad arguments;
  *  - vram_torch_reset_peaks and vram_torch_pool without a pool.
  * On a machine with a GPU the no-GPU cases are skipped and one allocation
- * round trip runs through the real pool instead, whose headroom and retention
- * (under vmm) are PyTorch's defaults unless the configuration sets them. */
+ * round trip runs through the real pool instead, whose limit and decay come
+ * from the configuration (VRAM_POOL_LIMIT, VRAM_DECAY_MS). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,15 +98,6 @@ static double number_of(const cJSON *o, const char *key)
     if (!cJSON_IsNumber(v))
         fail_msg("no number \"%s\"", key);
     return v->valuedouble;
-}
-
-/* What PyTorch's pool uses for an option: the configuration's value where it
- * has one of its own, else PyTorch's default. */
-static double expected_option(const char *name, double configured, double torch_default)
-{
-    vram_config_source src = VRAM_CONFIG_DEFAULT;
-    assert_int_equal(vram_config_source_of(name, &src), 0);
-    return src == VRAM_CONFIG_DEFAULT ? torch_default : configured;
 }
 
 /* ---- without a GPU ---------------------------------------------------- */
@@ -281,14 +272,12 @@ static void test_round_trip_with_gpu(void **state)
     assert_true(number_of(o, "live_bytes") == (double)MiB);
     assert_true(number_of(o, "reserved_bytes") >= (double)MiB);
     assert_true(number_of(o, "stack_limit_bytes") > 0);
-    const cJSON *policy = cJSON_GetObjectItemCaseSensitive(o, "policy");
-    if (cJSON_IsString(policy) && !strcmp(policy->valuestring, "vmm")) {
-        const vram_config *c = vram_config_get();
-        assert_true(fabs(number_of(o, "headroom") - expected_option("headroom", c->headroom,
-                                                                    0.08)) < 1e-12);
-        assert_true(fabs(number_of(o, "retain_ratio") -
-                         expected_option("retain_ratio", c->retain_ratio, 1.0)) < 1e-12);
-    }
+    const vram_config *c = vram_config_get();
+    assert_true(number_of(o, "decay_ms") == (double)c->decay_ms);
+    if (c->pool_limit)
+        assert_true(number_of(o, "limit_bytes") == (double)c->pool_limit);
+    else
+        assert_true(number_of(o, "limit_bytes") > 0);
     cJSON_Delete(o);
     vram_torch_free(p, (ssize_t)MiB, 0, NULL);
     assert_int_equal(error_lines, 0);

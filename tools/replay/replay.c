@@ -47,6 +47,11 @@ static int make_pool(run_ctx *c, const vram_replay_opts *o, int measured, vram_p
         return rc;
     vram_pool_opts po = o->pool;
     po.backend = b;
+    if (o->limit_ratio > 0) {
+        po.limit = (uint64_t)(o->limit_ratio * (double)c->t->peak_live_bytes);
+        if (!po.limit)
+            po.limit = 1;
+    }
     po.configured_listeners = 0;
     rc = vram_pool_create(&po, out);
     if (!rc && measured && o->oom_dir && *o->oom_dir) {
@@ -137,6 +142,7 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     vram_pool_stats_counters(p, &st);
     r->peak_live_bytes = st.peak_live_bytes;
     r->peak_reserved_bytes = st.peak_reserved_bytes;
+    r->limit_bytes = st.limit_bytes;
     r->backend_calls = st.backend_calls_total;
     r->peak_driver_bytes = used_peak;
     if (r->peak_live_bytes) {

@@ -24,6 +24,8 @@ typedef struct vram_replay_opts {
     uint64_t capacity;     /* backend capacity; 0: VRAM_CAPACITY */
     unsigned timing_runs;  /* timed repetitions of each side (median kept); 0: 5 */
     int skip_malloc;       /* do not time glibc malloc */
+    double limit_ratio;    /* > 0: the pool's limit is this times the trace's
+                              peak live bytes (as requested); else pool.limit */
 } vram_replay_opts;
 
 typedef struct vram_replay_result {
@@ -32,6 +34,7 @@ typedef struct vram_replay_result {
     uint64_t peak_live_bytes; /* pool's peak live (as requested) */
     uint64_t peak_reserved_bytes;
     double reserved_ratio;    /* peak reserved / peak live */
+    uint64_t limit_bytes;     /* the pool's limit (the driver's allocators: 0) */
     double fragmentation_at_peak; /* at the moment reserved peaked */
     /* The most bytes live or freed but not yet reusable under the stream
      * model (pending) at once: no policy can hold less than this. */

@@ -39,17 +39,23 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
     if (!o || !write || flags)
         return vram_set_error(VRAM_EINVAL, "vram_replay_print_header: opts, write and flags 0 "
                                            "are required");
-    char g[32], c[32], rm[32], mc[32], hs[32], line[512];
+    char g[32], c[32], rm[32], mc[32], hs[32], lim[48], line[512];
     uint64_t cap = capacity_of(o);
     const vram_pool_opts *p = &o->pool;
+    if (o->limit_ratio > 0)
+        snprintf(lim, sizeof lim, "%g x the trace's peak live", o->limit_ratio);
+    else if (p->limit)
+        vram_size_format(lim, sizeof lim, p->limit);
+    else
+        snprintf(lim, sizeof lim, "the device's free memory");
     int n = snprintf(line, sizeof line,
-                     "settings: backend %s, policy %s, granularity %s, capacity %s, headroom %g, "
-                     "retain %g x peak live (at least %s), map chunk %s, huge size %s, %u timed "
+                     "settings: backend %s, policy %s, granularity %s, capacity %s, limit %s, "
+                     "decay %llu ms (keeping %s), map chunk %s, huge size %s, %u timed "
                      "runs\n",
                      backend_of(o), vram_policy_name(p->policy),
                      vram_size_format(g, sizeof g, p->granularity),
-                     cap ? vram_size_format(c, sizeof c, cap) : "the device's", p->headroom,
-                     p->retain_ratio, vram_size_format(rm, sizeof rm, p->retain_min),
+                     cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
+                     (unsigned long long)p->decay_ms, vram_size_format(rm, sizeof rm, p->retain_min),
                      vram_size_format(mc, sizeof mc, p->map_chunk),
                      p->huge_size ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
                      o->timing_runs ? o->timing_runs : 5);
@@ -98,8 +104,9 @@ static cJSON *settings_json(const vram_replay_opts *o)
         cJSON_AddNumberToObject(s, "capacity", (double)cap);
     else
         cJSON_AddNullToObject(s, "capacity");
-    cJSON_AddNumberToObject(s, "headroom", p->headroom);
-    cJSON_AddNumberToObject(s, "retain_ratio", p->retain_ratio);
+    cJSON_AddNumberToObject(s, "pool_limit", (double)p->limit);
+    cJSON_AddNumberToObject(s, "limit_ratio", o->limit_ratio);
+    cJSON_AddNumberToObject(s, "decay_ms", (double)p->decay_ms);
     cJSON_AddNumberToObject(s, "retain_min", (double)p->retain_min);
     cJSON_AddNumberToObject(s, "map_chunk", (double)p->map_chunk);
     cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
@@ -123,6 +130,7 @@ static int print_json(const vram_replay_row *row, vram_write_fn write, void *ctx
         cJSON_AddNumberToObject(o, "frees", (double)r->frees);
         cJSON_AddNumberToObject(o, "peak_live_bytes", (double)r->peak_live_bytes);
         cJSON_AddNumberToObject(o, "peak_reserved_bytes", (double)r->peak_reserved_bytes);
+        cJSON_AddNumberToObject(o, "limit_bytes", (double)r->limit_bytes);
         cJSON_AddNumberToObject(o, "reserved_ratio", r->reserved_ratio);
         cJSON_AddNumberToObject(o, "peak_live_pending_bytes", (double)r->peak_live_pending_bytes);
         cJSON_AddNumberToObject(o, "floor_ratio", r->floor_ratio);

@@ -26,8 +26,7 @@ typedef struct torch_slot {
     _Atomic(vram_pool *) pool; /* published (release) once set up; never cleared */
     vram_device *dev;          /* written before `pool` is published */
     vram_backend *backend;
-    double headroom;           /* the pool's, as set up */
-    double retain_ratio;
+    uint64_t decay_ms;         /* the pool's, as set up */
     int rc;                    /* the set-up failure, 0 if none (under setup_lock) */
     char error[512];           /* its sentence */
 } torch_slot;
@@ -77,31 +76,6 @@ static vram_policy torch_policy(vram_policy wanted, unsigned caps)
     return wanted;
 }
 
-/* PyTorch's pool keeps freed memory mapped up to about 8% over the peak live
- * bytes: VRAM_HEADROOM 0.08 and VRAM_RETAIN_RATIO 1, each unless the
- * configuration has a value of its own for it (from the environment or
- * vram_config_set; a malformed variable leaves the default, and so this).
- * Measured on an H200 (bench/results/gpu-2026-11-30.md): with the library's
- * defaults a PyTorch loop with changing shapes maps and unmaps thousands of
- * times and ran ResNet-50 and DeepLabV3 at 0.46-0.63 of PyTorch's own
- * throughput; with these, at 0.82-0.98, holding 1.08 x peak live. */
-#define TORCH_HEADROOM 0.08
-#define TORCH_RETAIN_RATIO 1.0
-
-static int configured(const char *option)
-{
-    vram_config_source src = VRAM_CONFIG_DEFAULT;
-    return vram_config_source_of(option, &src) == 0 && src != VRAM_CONFIG_DEFAULT;
-}
-
-static void torch_memory_defaults(vram_pool_opts *po)
-{
-    if (!configured("headroom"))
-        po->headroom = TORCH_HEADROOM;
-    if (!configured("retain_ratio"))
-        po->retain_ratio = TORCH_RETAIN_RATIO;
-}
-
 /* Open device, backend and pool for `device` into `s`. On error everything
  * opened is closed again and the last error holds the sentence. */
 static int setup_device(int device, torch_slot *s, vram_pool **out)
@@ -125,9 +99,7 @@ static int setup_device(int device, torch_slot *s, vram_pool **out)
         po.name = name; /* the pool copies it */
         po.backend = backend;
         po.policy = torch_policy(po.policy, vram_backend_caps(backend));
-        torch_memory_defaults(&po);
-        s->headroom = po.headroom;
-        s->retain_ratio = po.retain_ratio;
+        s->decay_ms = po.decay_ms;
         rc = vram_pool_create(&po, &pool);
     }
     if (rc) {
@@ -237,10 +209,7 @@ static void add_ready_fields(vram__json *j, torch_slot *s, vram_pool *pool,
     vram__json_str(j, "pool", vram_pool_name(pool));
     vram__json_str(j, "backend", vram_backend_name(s->backend));
     vram__json_str(j, "policy", vram_policy_name(vram_pool_policy(pool)));
-    if (vram_pool_policy(pool) == VRAM_POLICY_VMM) { /* what the segments policy ignores */
-        vram__json_f64(j, "headroom", s->headroom);
-        vram__json_f64(j, "retain_ratio", s->retain_ratio);
-    }
+    vram__json_u64(j, "decay_ms", s->decay_ms); /* the limit is among the statistics */
 #define ADD_U64(field) vram__json_u64(j, #field, st->field)
 #define ADD_F64(field) vram__json_f64(j, #field, st->field)
 #define ADD_STAT(field, type, help) ADD_##type(field);

@@ -37,6 +37,7 @@ typedef struct vram__span {
     struct vram__span *prev, *next;
     struct vram__span *lprev, *lnext; /* vmm: free segments of huge blocks, oldest first */
     uint64_t stamp;                   /* vmm: when it became free (solo epoch) */
+    uint64_t ms;                      /* when it became wholly free (monotonic ms) */
     uint8_t cached;                   /* vmm: in that list */
     uint8_t region;
 } vram__span;

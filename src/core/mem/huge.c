@@ -4,9 +4,13 @@
  * one call. Mapping costs about the same for 2 MiB or 128 MiB on an H200, so
  * one mapping per huge block instead of one per granule saves calls;
  * rounding costs at most one granule per block (under 2% of the peak on the
- * shared traces at the 16 MiB default). A free huge segment stays mapped for a later request
- * it fits with little waste (at most 1/8 more than asked), until retention or
- * room is needed under the headroom rule (vram__vmm_make_room), oldest first. */
+ * shared traces at 16 MiB). Off by default: a segment serves only requests of
+ * about its size, so the placement of the large region, which reuses freed
+ * granules for any size, holds less. A free huge segment stays mapped for a
+ * later request it fits with little waste (at most 1/8 more than asked),
+ * until room is needed under the limit, the decay thread finds it unused, or
+ * a trim, oldest first. Segments are taken and given back with the lock
+ * held (one call each). */
 
 #include "pool_internal.h"
 
@@ -23,6 +27,7 @@ static void lru_push(vram_pool *p, vram__span *sp)
     p->huge_tail = sp;
     sp->cached = 1;
     sp->stamp = p->solo_freed;
+    sp->ms = vram__now_ms();
     p->huge_free += sp->size;
 }
 
@@ -47,7 +52,7 @@ int vram__huge_fits(void *size, const vram__block *b)
     return b->size >= want && b->size - want <= want / 8;
 }
 
-static vram__block *take_free(vram_pool *p, uint64_t size)
+vram__block *vram__huge_take_free(vram_pool *p, uint64_t size)
 {
     vram__block *b = vram__tlsf_take_if(&p->free[VRAM__HUGE], size, vram__huge_fits, &size,
                                        HUGE_CANDIDATES);
@@ -56,32 +61,28 @@ static vram__block *take_free(vram_pool *p, uint64_t size)
     return b;
 }
 
-int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **out)
+int vram__huge_grow(vram_pool *p, uint64_t size, vram_stream s, vram__block **out)
 {
-    vram__block *b = take_free(p, size);
-    if (!b && p->has_events && p->st.pending_bytes && vram__streams_reclaim(p, 0))
-        b = take_free(p, size);
-    if (!b) {
-        vram__vmm_make_room(p, size, size);
-        vram__streams_mark(p); /* a mapping costs a hundred times more */
-        int rc = vram__segments_grow_take(p, size, VRAM__HUGE, s, &b);
-        if (rc)
-            return rc;
-    }
-    b->state = VRAM__LIVE;
-    *out = b;
-    return 0;
+    int rc = vram__pool_make_room(p, size);
+    if (rc)
+        return rc;
+    vram__streams_mark(p); /* a mapping costs a hundred times more */
+    rc = vram__segments_grow(p, size, VRAM__HUGE, s);
+    if (rc)
+        return rc;
+    return vram__segments_take_grown(p, size, VRAM__HUGE, out);
 }
 
 void vram__huge_freed(vram_pool *p, vram__block *b)
 {
     lru_push(p, b->span);
-    vram__vmm_enforce_retention(p);
 }
 
-int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released)
+int vram__huge_release(vram_pool *p, uint64_t want, uint64_t keep, uint64_t before_ms,
+                       uint64_t *released)
 {
-    while (p->huge_free > keep && p->huge_head) {
+    uint64_t done = 0;
+    while (done < want && p->huge_free > keep && p->huge_head && p->huge_head->ms < before_ms) {
         vram__span *sp = p->huge_head;
         uint64_t size = sp->size;
         int rc = vram__streams_settle_upto(p, sp->stamp);
@@ -96,6 +97,8 @@ int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released)
         lru_remove(p, sp);
         vram__pool_remove_span(p, sp);
         vram__pool_reserved_sub(p, size);
+        p->st.released_bytes_total += size;
+        done += size;
         if (released)
             *released += size;
     }

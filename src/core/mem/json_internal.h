@@ -14,4 +14,10 @@ void vram__pool_summary_json(vram_pool *p, vram__json *j);
  * held. 0 or VRAM_EHOSTMEM. */
 int vram__pool_snapshot_text(vram_pool *p, vram_buffer *out);
 
+/* snapshot.c: one entry of "segments" / of "blocks" (the part [addr,
+ * addr+size) of block b), for the policies' held_json and free_json. */
+void vram__snapshot_segment(vram__json *j, uint64_t addr, uint64_t size, const char *what);
+void vram__snapshot_block(vram_pool *p, vram__json *j, const vram__block *b, uint64_t addr,
+                          uint64_t size);
+
 #endif

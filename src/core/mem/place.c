@@ -1,6 +1,8 @@
-/* src/core/mem/place.c - placement: taking a block from the free index (splitting
- * it, backing it with memory under vmm, growing by a segment under segments)
- * and returning one (coalescing with free neighbours in the same span). */
+/* src/core/mem/place.c - placement, the same for every policy: take a free block
+ * (the policy chooses it), let frees whose work completed join first when it
+ * would need new memory, grow when none fits, split off the rest, back it
+ * with memory; return one (coalescing with free neighbours in its span,
+ * telling the policy). Also the limit: room made before new memory. */
 #include <stdlib.h>
 
 #include "pool_internal.h"
@@ -77,70 +79,28 @@ static void split(vram_pool *p, vram__block *b, uint64_t size)
     vram__tlsf_insert(&p->free[b->region], rest);
 }
 
-static int should_split(const vram_pool *p, const vram__block *b, uint64_t size)
-{
-    if (p->policy == VRAM_POLICY_SEGMENTS)
-        return vram__segments_should_split(p, b, size);
-    return b->size - size >= p->granule;
-}
-
-/* A free block for `size` from the shared index, or NULL. Under vmm with
- * mappings of several granules, large blocks go where memory is mapped
- * already if a few candidates allow (a mapping is given back only whole, so
- * placing beside the old ones strands less than new mappings); with one
- * granule per mapping the good fit of the index packs tighter. `pressed`
- * (retrying after the backend refused): where the fewest granules are missing. */
-static vram__block *find_free(vram_pool *p, uint64_t size, int region, int pressed)
-{
-    vram__block *b = NULL;
-    if (p->policy == VRAM_POLICY_VMM && pressed)
-        b = vram__vmm_take_least_unmapped(p, size, region);
-    else if (p->policy == VRAM_POLICY_VMM && p->map_chunk > 1 && region == 1 &&
-             p->free_mapped >= size)
-        b = vram__vmm_take_mapped(p, size, region);
-    if (!b)
-        b = vram__tlsf_take(&p->free[region], size);
-    return b;
-}
-
-/* Would placing `size` bytes at `b` take new memory from the backend? */
-static int needs_memory(const vram_pool *p, const vram__block *b, uint64_t size)
-{
-    if (!b)
-        return 1; /* segments: a new segment */
-    return p->policy == VRAM_POLICY_VMM && vram__vmm_unmapped_in(p, b, size);
-}
-
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
                     vram__block **out)
 {
     if (vram__block_reserve(&p->slab))
         return VRAM_EHOSTMEM;
-    if (region == VRAM__HUGE)
-        return vram__huge_take(p, size, s, out);
-    vram__block *b = find_free(p, size, region, pressed);
-    if (p->has_events && p->st.pending_bytes && needs_memory(p, b, size)) {
+    const vram__policy_ops *ops = p->ops;
+    vram__block *b = ops->take(p, size, region, pressed);
+    if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size))) {
         /* Before taking new memory, let frees whose work completed join. */
         if (b)
             vram__tlsf_insert(&p->free[region], b);
         if (vram__streams_reclaim(p, 0))
-            b = find_free(p, size, region, pressed);
+            b = ops->take(p, size, region, pressed);
         else if (b)
             vram__tlsf_remove(&p->free[region], b);
     }
     if (!b) {
-        if (p->policy == VRAM_POLICY_VMM) {
-            char a[32], c[32];
-            return vram__fail(VRAM_ENOMEM,
-                              "no free range of %s in the %s virtual reservation of %s",
-                              vram__fmt_bytes(a, sizeof a, size), region ? "large" : "small",
-                              vram__fmt_bytes(c, sizeof c, p->vmm[region].span->size));
-        }
-        int rc = vram__segments_grow_take(p, size, region, s, &b);
+        int rc = ops->grow(p, size, region, s, &b);
         if (rc)
             return rc;
     }
-    if (should_split(p, b, size)) {
+    if (ops->split(p, b, size)) {
         if (vram__block_reserve(&p->slab)) { /* the new segment took the spare */
             vram__pool_release(p, b);
             return VRAM_EHOSTMEM;
@@ -148,15 +108,49 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int 
         split(p, b, size);
     }
     b->state = VRAM__LIVE;
-    if (p->policy == VRAM_POLICY_VMM) {
-        int rc = vram__vmm_back(p, b);
-        if (rc) {
-            vram__pool_release(p, b);
-            return rc;
-        }
+    int rc = ops->back(p, b);
+    if (rc) {
+        vram__pool_release(p, b);
+        return rc;
     }
     *out = b;
     return 0;
+}
+
+int vram__pool_make_room(vram_pool *p, uint64_t need)
+{
+    vram_pool_stats *st = &p->st;
+    if (st->reserved_bytes + need <= p->limit)
+        return 0;
+    uint64_t released = 0;
+    int rc = p->ops->give_back(p, st->reserved_bytes + need - p->limit, &released);
+    if (st->reserved_bytes + need <= p->limit)
+        return 0;
+    if (rc)
+        return rc;
+    /* What is held and cannot go back: live blocks with their rounding to
+     * granules or segments, frees waiting for their stream, memory being
+     * mapped by other threads, and free memory sharing a mapping with live
+     * blocks. */
+    uint64_t used = st->allocated_bytes + st->pending_bytes;
+    uint64_t rounding = st->reserved_bytes > used + p->busy_bytes
+                            ? st->reserved_bytes - used - p->busy_bytes
+                            : 0;
+    char n[32], l[32], h[32], a[32], r[32], pe[32], b[32], bz[32];
+    return vram__fail(VRAM_ENOMEM,
+                      "%s of %s%s is reached: %s more is needed, "
+                      "%s is held (%s live, %s in blocks, %s free that cannot go back, %s "
+                      "waiting for streams, %s being mapped)",
+                      p->limit_given ? "the pool's limit" : "out of memory: the device's free memory",
+                      vram__fmt_bytes(l, sizeof l, p->limit),
+                      p->limit_given ? " (VRAM_POOL_LIMIT)" : " when the pool was made, its limit",
+                      vram__fmt_bytes(n, sizeof n, need),
+                      vram__fmt_bytes(h, sizeof h, st->reserved_bytes),
+                      vram__fmt_bytes(a, sizeof a, st->live_bytes),
+                      vram__fmt_bytes(b, sizeof b, st->allocated_bytes),
+                      vram__fmt_bytes(r, sizeof r, rounding),
+                      vram__fmt_bytes(pe, sizeof pe, st->pending_bytes),
+                      vram__fmt_bytes(bz, sizeof bz, p->busy_bytes));
 }
 
 void vram__pool_release(vram_pool *p, vram__block *b)
@@ -174,10 +168,5 @@ void vram__pool_release(vram_pool *p, vram__block *b)
         vram__block_merge(p, b, next);
     }
     vram__tlsf_insert(t, b);
-    if (p->policy != VRAM_POLICY_VMM)
-        return;
-    if (b->region == VRAM__HUGE)
-        vram__huge_freed(p, b);
-    else
-        vram__vmm_block_freed(p, addr, size, b);
+    p->ops->freed(p, addr, size, b);
 }

@@ -73,8 +73,9 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .map_chunk = c->map_chunk,
         .huge_size = c->huge_size,
         .retain_min = c->retain_min,
-        .retain_ratio = c->retain_ratio,
-        .headroom = c->headroom,
+        .limit = c->pool_limit,
+        .decay_ms = c->decay_ms,
+        .place_candidates = (uint32_t)c->place_candidates,
         .small_size = c->small_size,
         .large_round = c->large_round,
         .segment_small = c->segment_small,
@@ -115,10 +116,9 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (o->policy == VRAM_POLICY_VMM && o->huge_size && o->huge_size <= o->small_size)
         return vram__fail(VRAM_EINVAL, "huge_size %llu must be 0 or larger than small_size %llu",
                           (unsigned long long)o->huge_size, (unsigned long long)o->small_size);
-    if (!(o->retain_ratio >= 0 && o->retain_ratio <= 10))
-        return vram__fail(VRAM_EINVAL, "retain_ratio %g must be between 0 and 10", o->retain_ratio);
-    if (!(o->headroom >= 0 && o->headroom <= 10))
-        return vram__fail(VRAM_EINVAL, "headroom %g must be between 0 and 10", o->headroom);
+    if (o->place_candidates > 1024)
+        return vram__fail(VRAM_EINVAL, "place_candidates %u is more than 1024",
+                          (unsigned)o->place_candidates);
     if (o->policy == VRAM_POLICY_SEGMENTS &&
         (o->small_size > o->segment_small || o->segment_small > o->segment_medium))
         return vram__fail(VRAM_EINVAL,
@@ -129,6 +129,26 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (!b->capacity)
         return vram__fail(VRAM_EINVAL, "backend %s reports no capacity", b->ops->name);
     return 0;
+}
+
+/* With no limit given: the device's free memory now, less a margin for the
+ * other users of a GPU (the context's own growth, libraries, other
+ * processes: the larger of 256 MiB and 1/64 of its total, at most half of
+ * what is free); on the host backends (no device work, no events) no
+ * margin; the capacity if the backend cannot say. */
+static uint64_t default_limit(vram_backend *b)
+{
+    uint64_t free_bytes = 0, total = 0;
+    if (!b->ops->mem_info || b->ops->mem_info(b->self, &free_bytes, &total) || !free_bytes)
+        return b->capacity;
+    uint64_t margin = 0;
+    if (b->ops->caps & VRAM_BACKEND_EVENTS) {
+        margin = total / 64 > (256ull << 20) ? total / 64 : 256ull << 20;
+        if (margin > free_bytes / 2)
+            margin = free_bytes / 2;
+    }
+    uint64_t limit = free_bytes - margin;
+    return limit < b->capacity ? limit : b->capacity;
 }
 
 static void pool_free_host(vram_pool *p)
@@ -144,13 +164,11 @@ static void pool_free_host(vram_pool *p)
     vram__owners_destroy(p);
     vram__block_slab_destroy(&p->slab);
     vram__u64map_destroy(&p->live);
-    free(p->page_state);
-    free(p->lru_prev);
-    free(p->lru_next);
     if (p->backend)
         vram__backend_release_user(p->backend);
     if (p->owns_backend)
         vram_backend_destroy(p->backend);
+    pthread_cond_destroy(&p->settled);
     pthread_mutex_destroy(&p->lock);
     free(p->name);
     free(p);
@@ -162,8 +180,8 @@ static int create_failed(vram_pool *p, int rc)
 {
     vram__saved_error why;
     vram__error_save(&why);
-    if (p->policy == VRAM_POLICY_VMM)
-        vram__vmm_destroy(p);
+    vram__decay_stop(p);
+    p->ops->destroy(p);
     vram__listeners_detach_all(p);
     pool_free_host(p);
     return vram__error_restore(&why, rc);
@@ -187,6 +205,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     if (!p)
         return VRAM_EHOSTMEM;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->settled, NULL);
     p->name = vram__strdup(opts->name ? opts->name : "pool");
     int rc = p->name ? 0 : VRAM_EHOSTMEM;
     if (!rc && opts->backend) {
@@ -206,6 +225,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         return rc;
     }
     p->policy = opts->policy;
+    p->ops = opts->policy == VRAM_POLICY_VMM ? &vram__vmm_ops : &vram__segments_ops;
     p->has_events = (p->backend->ops->caps & VRAM_BACKEND_EVENTS) != 0;
     p->granule = opts->alignment > 256 ? opts->alignment : 256;
     p->granularity = opts->granularity ? opts->granularity : p->backend->granularity;
@@ -217,8 +237,8 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     if (p->map_chunk > INT32_MAX)
         p->map_chunk = INT32_MAX;
     p->retain_min = opts->retain_min;
-    p->retain_ratio = opts->retain_ratio;
-    p->headroom = opts->headroom;
+    p->decay_ms = opts->decay_ms;
+    p->place_candidates = opts->place_candidates;
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round
@@ -226,15 +246,16 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->segment_small = opts->segment_small;
     p->segment_medium = opts->segment_medium;
     p->capacity = p->backend->capacity;
+    p->limit = opts->limit ? opts->limit : default_limit(p->backend);
+    p->limit_given = opts->limit != 0;
+    p->st.limit_bytes = p->limit;
     if (vram__u64map_init(&p->live, 1024) || vram__owner_add(p, "default", 0, NULL)) {
         pool_free_host(p);
         return VRAM_EHOSTMEM;
     }
-    if (p->policy == VRAM_POLICY_VMM) {
-        rc = vram__vmm_init(p);
-        if (rc)
-            return create_failed(p, rc);
-    }
+    rc = p->ops->init(p);
+    if (rc)
+        return create_failed(p, rc);
     if (opts->configured_listeners) {
         /* Core's own (a trace), then what the layers above registered. */
         rc = vram__pool_trace_configured(p);
@@ -243,6 +264,9 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
         if (rc)
             return create_failed(p, rc);
     }
+    rc = vram__decay_start(p);
+    if (rc)
+        return create_failed(p, rc);
     *out = p;
     return 0;
 }
@@ -260,16 +284,11 @@ int vram_pool_destroy(vram_pool *p)
         vram__pool_unlock(p);
         return rc;
     }
+    vram__pool_unlock(p);
+    vram__decay_stop(p); /* the thread takes the lock */
+    vram__pool_lock(p);
     vram__streams_flush_all(p, 1);
-    int rc = 0;
-    if (p->policy == VRAM_POLICY_VMM) {
-        rc = vram__vmm_destroy(p);
-    } else {
-        rc = vram__segments_trim(p, NULL);
-        if (rc)
-            vram_log(VRAM_LOG_WARN, "pool \"%s\": the backend refused to free a segment: %s",
-                      p->name, vram_last_error());
-    }
+    int rc = p->ops->destroy(p);
     vram__pool_unlock(p);
     int detach_rc = vram__listeners_detach_all(p);
     pool_free_host(p);
@@ -340,9 +359,7 @@ static int out_of_memory(vram_pool *p, int rc, uint64_t size, vram_owner owner, 
 static int release_free_memory(vram_pool *p, uint64_t *released)
 {
     p->st.trims_total++;
-    if (p->policy == VRAM_POLICY_VMM)
-        return vram__vmm_trim(p, released);
-    return vram__segments_trim(p, released);
+    return p->ops->give_back(p, UINT64_MAX, released);
 }
 
 /* An explicit trim synchronises: every pending free completes first. */
@@ -404,8 +421,14 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         uint64_t released = 0;
         release_free_memory(p, &released);
         released += vram__streams_wait_all(p);
-        if (released || p->policy == VRAM_POLICY_VMM) /* where fewest granules are missing */
+        if (released || p->ops->places_pressed) /* where fewest granules are missing */
             rc = vram__pool_take(p, bsize, region, s, 1, &b);
+    }
+    /* The lock may have been released while memory was mapped: make sure
+     * the live map still has room. */
+    if (!rc && vram__u64map_reserve(&p->live, p->live.count + 1)) {
+        vram__pool_release(p, b);
+        rc = vram__fail(VRAM_EHOSTMEM, "pool \"%s\": no host memory for the live map", p->name);
     }
     if (rc) {
         if (rc == VRAM_ENOMEM || rc == VRAM_EBACKEND)

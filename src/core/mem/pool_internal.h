@@ -1,12 +1,15 @@
 /* src/core/mem/pool_internal.h - the pool object shared by the files of src/mem:
  * pool.c (public calls, locking), place.c (taking and returning blocks),
- * vmm.c (mapping granules), segments.c (backend segments), streams.c
- * (stream order), owners.c, stats.c and snapshot.c. Every vram__pool_*
- * function here expects the pool's lock to be held. */
+ * the policies behind vram__policy_ops (vmm*.c and huge.c: mapping granules;
+ * segments.c: backend segments), decay.c (the thread giving memory back),
+ * streams.c (stream order), owners.c, stats.c and snapshot.c. Every vram__
+ * function here expects the pool's lock to be held; those that call the
+ * backend for memory may release it during the call, and say so. */
 #ifndef VRAM_MEM_POOL_INTERNAL_H
 #define VRAM_MEM_POOL_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 
 #include "backend/backend_internal.h"
 #include "base/u64map.h"
@@ -16,6 +19,8 @@
 #include "vramkit/stats.h"
 #include "vramkit/listener.h"
 #include "vramkit/trace.h"
+
+struct vram__json; /* base/json_out.h */
 
 #define VRAM__REGIONS 2 /* 0: small requests, 1: large ones (vmm: reserved ranges) */
 #define VRAM__HUGE 2    /* vmm: huge requests, each in a segment of its own */
@@ -61,8 +66,52 @@ typedef struct vram__owner {
     vram__usage u;
 } vram__owner;
 
-/* vmm: one reserved range per region, and a state per granule. */
-enum { VRAM__PAGE_UNMAPPED = 0, VRAM__PAGE_USED = 1, VRAM__PAGE_FREE = 2 };
+/* vmm: one reserved range per region, and a state per granule. BUSY: a
+ * thread is mapping or unmapping it with the pool's lock released; whoever
+ * needs it waits on the pool's `settled` condition. */
+enum { VRAM__PAGE_UNMAPPED = 0, VRAM__PAGE_USED = 1, VRAM__PAGE_FREE = 2, VRAM__PAGE_BUSY = 3 };
+
+/* A policy: how a pool gets memory from its backend and gives it back. The
+ * shared path (place.c, pool.c) calls these and never asks which policy it
+ * runs; lock held in every one (`back`, `grow` and `give_back` may release
+ * it while the backend works). */
+typedef struct vram__policy_ops {
+    const char *name;
+    int places_pressed; /* take places differently when memory is short */
+    int (*init)(vram_pool *p);
+    /* Give everything back at destroy; VRAM_EBACKEND if the backend refused some. */
+    int (*destroy)(vram_pool *p);
+    /* take: a free block for `size` in `region`, removed from the index, or
+     * NULL (`pressed`: memory is short, place where the least is missing). */
+    vram__block *(*take)(vram_pool *p, uint64_t size, int region, int pressed);
+    /* grow: new memory when no free block fits (0 with *out taken from it,
+     * or the failure). */
+    int (*grow)(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out);
+    /* Whether the rest of `b` after `size` bytes becomes a free block of its own. */
+    int (*split)(const vram_pool *p, const vram__block *b, uint64_t size);
+    /* Whether placing `size` bytes at free block `b` needs new memory. */
+    int (*needs_memory)(const vram_pool *p, const vram__block *b, uint64_t size);
+    /* Back a block just taken with memory (0 or the failure; the caller
+     * releases the block then). */
+    int (*back)(vram_pool *p, vram__block *b);
+    /* freed: [addr, addr+size) became free, now inside free block `merged`. */
+    void (*freed)(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged);
+    /* give_back: return free memory to the backend, oldest first, until at
+     * least `want` bytes went back (UINT64_MAX: all it can) or nothing free
+     * can go back; adds the bytes to *released. 0 or the first failure. */
+    int (*give_back)(vram_pool *p, uint64_t want, uint64_t *released);
+    /* decay: give back memory free since before `before_ms` (monotonic
+     * milliseconds), keeping retain_min; the monotonic ms at which the
+     * oldest memory still free became free (UINT64_MAX: none). */
+    uint64_t (*decay)(vram_pool *p, uint64_t before_ms, uint64_t *released);
+    uint64_t (*largest_free)(vram_pool *p);
+    /* Snapshots: the memory held (segments, mapped runs), and the parts of a
+     * free block that hold memory. */
+    void (*held_json)(vram_pool *p, struct vram__json *j, vram__span *const *spans, size_t n);
+    void (*free_json)(vram_pool *p, struct vram__json *j, const vram__block *b);
+} vram__policy_ops;
+
+extern const vram__policy_ops vram__vmm_ops, vram__segments_ops;
 
 typedef struct vram__vmm_region {
     vram__span *span; /* the reservation */
@@ -120,15 +169,18 @@ struct vram_pool {
     } solo_marks[VRAM__SOLO_MARKS]; /* outstanding, oldest first (a ring) */
     size_t solo_mark0, solo_nmarks;
     vram_policy policy;
+    const vram__policy_ops *ops;
     uint64_t granule;     /* block size unit: max(alignment, 256) */
     uint64_t granularity; /* vmm mapping unit */
     uint64_t map_chunk;   /* vmm: most granules one mapping covers */
     uint64_t huge_size;   /* vmm: requests this large get a segment each; 0: never */
     uint64_t huge_free;   /* vmm: bytes of free huge segments (kept mapped) */
     vram__span *huge_head, *huge_tail; /* free huge segments, oldest first */
-    uint64_t retain_min;
-    double retain_ratio;
-    double headroom;
+    uint64_t retain_min;  /* free bytes the decay leaves held */
+    uint64_t limit;       /* most bytes held from the backend (the device's share) */
+    int limit_given;      /* set by the caller (else the device's free memory) */
+    uint64_t decay_ms;    /* free memory unused this long goes back; 0: kept */
+    unsigned place_candidates; /* free blocks compared for the lowest address */
     uint64_t small_size, large_round, segment_small, segment_medium;
     uint64_t capacity;
 
@@ -151,6 +203,13 @@ struct vram_pool {
     int32_t *clru_prev, *clru_next;
     int32_t clru_head, clru_tail;
     uint64_t *chunk_stamp; /* at a chunk's first granule: when it became wholly free */
+    uint64_t *chunk_ms;    /* ... and the monotonic milliseconds then */
+    uint64_t busy_bytes;   /* granules being mapped or unmapped, lock released */
+    pthread_cond_t settled; /* broadcast when busy granules settle */
+    /* decay.c: the thread giving back memory left free decay_ms */
+    pthread_t decay_thread;
+    pthread_cond_t decay_wake;
+    int decay_running, decay_stop;
     uint64_t npages;
     uint64_t free_mapped; /* bytes of mapped granules with no block in them */
 
@@ -177,6 +236,19 @@ struct vram_pool {
 static inline int vram__pool_lock(vram_pool *p) { return pthread_mutex_lock(&p->lock); }
 static inline void vram__pool_unlock(vram_pool *p) { pthread_mutex_unlock(&p->lock); }
 
+static inline uint64_t vram__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Before new memory of `need` bytes is taken: give back free memory, oldest
+ * first, so that held plus `need` stays within the limit. 0, or VRAM_ENOMEM
+ * naming the limit and the live bytes when it cannot (lock may be released
+ * while memory goes back). */
+int vram__pool_make_room(vram_pool *p, uint64_t need);
+
 /* place.c: take a block of `size` (a multiple of the granule) in `region`
  * (`pressed`: the backend refused memory, place where the least is missing);
  * return a block to the free space (coalescing, vmm bookkeeping). */
@@ -194,48 +266,46 @@ int vram__pool_add_span(vram_pool *p, uint64_t addr, uint64_t size, int region,
                         vram__span **out);
 void vram__pool_remove_span(vram_pool *p, vram__span *sp);
 
-/* vmm.c */
-int vram__vmm_init(vram_pool *p);
-/* Unmap and release everything; VRAM_EBACKEND if the backend refused some. */
-int vram__vmm_destroy(vram_pool *p);
-/* A free block of `size` whose first `size` bytes are already mapped, among
- * the first few candidates of the free index (removed from it), or NULL. */
+/* vmm.c, vmm_release.c, vmm_view.c and huge.c: the vmm policy. */
+/* Give back free chunks (whole mappings), oldest first, while fewer than
+ * `want` bytes went back, more than `keep` bytes of free memory stay mapped
+ * and the chunk became free before `before_ms` (UINT64_MAX: any); the lock
+ * is released during each unmap. Adds to *released; 0 or the first failure
+ * (that chunk stays). */
+int vram__vmm_unmap_free(vram_pool *p, uint64_t want, uint64_t keep, uint64_t before_ms,
+                         uint64_t *released);
+/* Unmap everything mapped and release the reservations (destroy); the
+ * number of backend calls that failed. */
+unsigned vram__vmm_release_all(vram_pool *p);
+void vram__vmm_free_tables(vram_pool *p);
+/* Whether the first `size` bytes of free block `b` touch an unmapped granule. */
+int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size);
+uint64_t vram__vmm_largest_free(vram_pool *p);
+void vram__vmm_held_json(vram_pool *p, struct vram__json *j, vram__span *const *spans, size_t n);
+void vram__vmm_free_json(vram_pool *p, struct vram__json *j, const vram__block *b);
+
 /* vmm huge blocks (huge.c): a segment of their own, mapped whole, kept
- * when free (retention) and given back oldest first. */
-int vram__huge_take(vram_pool *p, uint64_t size, vram_stream s, vram__block **out);
+ * when free and given back oldest first. */
+vram__block *vram__huge_take_free(vram_pool *p, uint64_t size);
+int vram__huge_grow(vram_pool *p, uint64_t size, vram_stream s, vram__block **out);
 void vram__huge_freed(vram_pool *p, vram__block *b);
-/* Give back free huge segments, oldest first, until at most `keep` bytes of
- * them stay; adds what was given back to *released. 0 or the first error. */
-int vram__huge_release(vram_pool *p, uint64_t keep, uint64_t *released);
+/* Give back free huge segments, oldest first, with the same three bounds
+ * as vram__vmm_unmap_free (the lock is held: a segment is one call). */
+int vram__huge_release(vram_pool *p, uint64_t want, uint64_t keep, uint64_t before_ms,
+                       uint64_t *released);
 /* Whether a free huge block may serve *(uint64_t *)size bytes without too
  * much waste (a vram__tlsf_take_if predicate). */
 int vram__huge_fits(void *size, const vram__block *b);
-/* Free memory kept mapped: free granules plus free huge segments. Give back
- * until at most `keep` bytes of it stay (huge segments first). */
-int vram__vmm_release_retained(vram_pool *p, uint64_t keep, uint64_t *released);
-/* Before `need` bytes are mapped for a block of `size` bytes: give back
- * retained memory so that reserved stays within the larger of its peak and
- * (1 + headroom) x the most live bytes (counting this block). */
-void vram__vmm_make_room(vram_pool *p, uint64_t need, uint64_t size);
-vram__block *vram__vmm_take_mapped(vram_pool *p, uint64_t size, int region);
-/* Under pressure: of the first few candidates, the one whose first `size`
- * bytes need the fewest new granules (removed from the index), or NULL. */
-vram__block *vram__vmm_take_least_unmapped(vram_pool *p, uint64_t size, int region);
-/* Whether the first `size` bytes of free block `b` touch an unmapped granule. */
-int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size);
-int vram__vmm_back(vram_pool *p, vram__block *b);
-void vram__vmm_block_freed(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged);
-void vram__vmm_enforce_retention(vram_pool *p);
-int vram__vmm_trim(vram_pool *p, uint64_t *released);
-uint64_t vram__vmm_largest_free(vram_pool *p);
 
-/* segments.c */
+/* segments.c: a new segment for `size` in `region` (also the vmm policy's
+ * huge blocks), its free block left in the index. */
 int vram__segments_grow(vram_pool *p, uint64_t size, int region, vram_stream s);
-int vram__segments_trim(vram_pool *p, uint64_t *released);
-/* Grow by a segment for `size` and take the block from it. */
-int vram__segments_grow_take(vram_pool *p, uint64_t size, int region, vram_stream s,
-                             vram__block **out);
-int vram__segments_should_split(const vram_pool *p, const vram__block *b, uint64_t size);
+/* Take `size` bytes from the segment just grown. */
+int vram__segments_take_grown(vram_pool *p, uint64_t size, int region, vram__block **out);
+
+/* decay.c: start and stop the pool's decay thread (lock not held). */
+int vram__decay_start(vram_pool *p);
+void vram__decay_stop(vram_pool *p);
 
 /* streams.c */
 int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out);

@@ -12,8 +12,8 @@ static const char *state_name(int state)
     return state == VRAM__LIVE ? "live" : state == VRAM__PENDING ? "pending" : "free";
 }
 
-static void add_block(vram_pool *p, vram__json *j, const vram__block *b, uint64_t addr,
-                      uint64_t size)
+void vram__snapshot_block(vram_pool *p, vram__json *j, const vram__block *b, uint64_t addr,
+                          uint64_t size)
 {
     vram__json_object(j, NULL);
     vram__json_hex(j, "address", addr);
@@ -33,44 +33,13 @@ static void add_block(vram_pool *p, vram__json *j, const vram__block *b, uint64_
     vram__json_end(j);
 }
 
-static int page_mapped(const vram_pool *p, int r, uint64_t addr)
-{
-    if (r == VRAM__HUGE) /* a huge block's segment is mapped whole */
-        return 1;
-    uint64_t i = p->vmm[r].page0 + (addr - p->vmm[r].span->addr) / p->granularity;
-    return p->page_state[i] != VRAM__PAGE_UNMAPPED;
-}
-
-/* vmm: the parts of a free block that lie in mapped granules. */
-static void add_free_mapped(vram_pool *p, vram__json *arr, const vram__block *b)
-{
-    uint64_t g = p->granularity, end = b->addr + b->size;
-    uint64_t run = 0, run_start = 0;
-    for (uint64_t a = b->addr; a < end;) {
-        uint64_t next = (a / g + 1) * g;
-        if (next > end)
-            next = end;
-        if (page_mapped(p, b->region, a)) {
-            if (!run)
-                run_start = a;
-            run += next - a;
-        } else if (run) {
-            add_block(p, arr, b, run_start, run);
-            run = 0;
-        }
-        a = next;
-    }
-    if (run)
-        add_block(p, arr, b, run_start, run);
-}
-
 static int cmp_span(const void *x, const void *y)
 {
     const vram__span *a = *(vram__span *const *)x, *b = *(vram__span *const *)y;
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
-static void add_segment(vram__json *j, uint64_t addr, uint64_t size, const char *what)
+void vram__snapshot_segment(vram__json *j, uint64_t addr, uint64_t size, const char *what)
 {
     vram__json_object(j, NULL);
     vram__json_hex(j, "address", addr);
@@ -79,38 +48,15 @@ static void add_segment(vram__json *j, uint64_t addr, uint64_t size, const char 
     vram__json_end(j);
 }
 
-static void add_segments(vram_pool *p, vram__json *arr, vram__span *const *spans, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p->policy == VRAM_POLICY_SEGMENTS || spans[i]->region == VRAM__HUGE)
-            add_segment(arr, spans[i]->addr, spans[i]->size, "segment");
-    if (p->policy == VRAM_POLICY_SEGMENTS)
-        return;
-    for (int r = 0; r < VRAM__REGIONS; r++) {
-        const vram__vmm_region *v = &p->vmm[r];
-        for (uint64_t i = 0; i < v->npages;) {
-            if (p->page_state[v->page0 + i] == VRAM__PAGE_UNMAPPED) {
-                i++;
-                continue;
-            }
-            uint64_t j = i + 1;
-            while (j < v->npages && p->page_state[v->page0 + j] != VRAM__PAGE_UNMAPPED)
-                j++;
-            add_segment(arr, v->span->addr + i * p->granularity, (j - i) * p->granularity,
-                        "mapped");
-            i = j;
-        }
-    }
-}
-
 static void settings_json(vram_pool *p, vram__json *j)
 {
     vram__json_object(j, "settings");
     vram__json_u64(j, "alignment", p->granule);
     vram__json_u64(j, "granularity", p->granularity);
+    vram__json_u64(j, "pool_limit", p->limit);
+    vram__json_u64(j, "decay_ms", p->decay_ms);
     vram__json_u64(j, "retain_min", p->retain_min);
-    vram__json_f64(j, "retain_ratio", p->retain_ratio);
-    vram__json_f64(j, "headroom", p->headroom);
+    vram__json_u64(j, "place_candidates", p->place_candidates);
     vram__json_u64(j, "small_size", p->small_size);
     vram__json_u64(j, "large_round", p->large_round);
     vram__json_u64(j, "map_chunk", p->map_chunk * p->granularity);
@@ -137,15 +83,15 @@ int vram__pool_snapshot_text(vram_pool *p, vram_buffer *out)
     vram__pool_summary_json(p, &j);
     settings_json(p, &j);
     vram__json_array(&j, "segments");
-    add_segments(p, &j, spans, n);
+    p->ops->held_json(p, &j, spans, n);
     vram__json_end(&j);
     vram__json_array(&j, "blocks");
     for (size_t i = 0; i < n; i++) {
         for (const vram__block *b = spans[i]->head; b; b = b->next) {
-            if (b->state != VRAM__FREE || p->policy == VRAM_POLICY_SEGMENTS)
-                add_block(p, &j, b, b->addr, b->size);
+            if (b->state != VRAM__FREE)
+                vram__snapshot_block(p, &j, b, b->addr, b->size);
             else
-                add_free_mapped(p, &j, b);
+                p->ops->free_json(p, &j, b);
         }
     }
     vram__json_end(&j);

@@ -44,15 +44,7 @@ uint64_t vram__pool_free_bytes(const vram_pool *p)
 
 uint64_t vram__pool_largest_free(vram_pool *p)
 {
-    if (p->policy == VRAM_POLICY_VMM)
-        return vram__vmm_largest_free(p);
-    uint64_t best = 0;
-    for (int r = 0; r < VRAM__REGIONS; r++) {
-        uint64_t l = vram__tlsf_largest(&p->free[r]);
-        if (l > best)
-            best = l;
-    }
-    return best;
+    return p->ops->largest_free(p);
 }
 
 void vram__pool_fill_stats(vram_pool *p, vram_pool_stats *out)

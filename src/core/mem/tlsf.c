@@ -144,6 +144,26 @@ vram__block *vram__tlsf_take_if(vram__tlsf *t, uint64_t size,
     return NULL;
 }
 
+static int note_lowest(void *ctx, const vram__block *b)
+{
+    const vram__block **lowest = ctx;
+    if (!*lowest || b->addr < (*lowest)->addr)
+        *lowest = b;
+    return 0; /* look at them all */
+}
+
+vram__block *vram__tlsf_take_lowest(vram__tlsf *t, uint64_t size, unsigned candidates)
+{
+    if (candidates <= 1)
+        return vram__tlsf_take(t, size);
+    const vram__block *lowest = NULL;
+    vram__tlsf_take_if(t, size, note_lowest, &lowest, candidates);
+    if (!lowest) /* none among the first ones fits: the good fit searches further */
+        return vram__tlsf_take(t, size);
+    vram__tlsf_remove(t, (vram__block *)lowest);
+    return (vram__block *)lowest;
+}
+
 uint64_t vram__tlsf_largest(const vram__tlsf *t)
 {
     if (!t->fl_bitmap)

@@ -39,6 +39,13 @@ vram__block *vram__tlsf_take_if(vram__tlsf *t, uint64_t size,
                                 int (*accept)(void *ctx, const vram__block *b), void *ctx,
                                 unsigned max_seen);
 
+/* Of the first `candidates` free blocks of at least `size` bytes, smallest
+ * classes first, the one at the lowest address, removed from the index
+ * (address order packs live blocks toward the start of a range, as first
+ * fit does, at the cost of a few more blocks looked at); with 0 or 1, or
+ * none of them fitting, as vram__tlsf_take. */
+vram__block *vram__tlsf_take_lowest(vram__tlsf *t, uint64_t size, unsigned candidates);
+
 /* The largest free block's size (scans the highest non-empty class). */
 uint64_t vram__tlsf_largest(const vram__tlsf *t);
 
