@@ -3,8 +3,8 @@
 driver calls, per trace, for the vmm policy.
 
 Replays each trace on the simulated device (`vramkit replay --json`, which
-counts backend calls exactly as on a GPU) with a range of headroom settings,
-and prints a Markdown table: memory held over peak live, mapping calls per
+counts backend calls exactly as on a GPU) with a range of limits (a multiple
+of the trace's peak live, up to none), and prints a Markdown table: memory held over peak live, mapping calls per
 warm pass (a pool that replayed the trace once), and what those calls cost
 per operation at a given cost per call, next to a budget per operation
 (e.g. 0.2 x cudaMallocAsync's host ns/op measured on the GPU), and how many
@@ -22,17 +22,16 @@ import os
 import subprocess
 import sys
 
-# (headroom, retain ratio, huge size): from giving everything back to keeping
-# it all, the last also without mappings of their own for huge requests
-SETTINGS = [(0.0, 0.25, "16MiB"), (0.02, 1, "16MiB"), (0.05, 1, "16MiB"), (0.08, 1, "16MiB"),
-            (0.10, 1, "16MiB"), (0.20, 1, "16MiB"), (0.50, 1, "16MiB"), (10, 10, "16MiB"),
-            (10, 10, "0")]
+# The pool's limit as a multiple of the trace's peak live bytes, from tight
+# to none (0: the device's free memory); no decay, so only the limit gives
+# memory back.
+SETTINGS = [1.05, 1.1, 1.2, 1.3, 1.5, 0]
 
 
-def replay(vramkit, trace, headroom, retain, huge):
-    env = dict(os.environ, VRAM_HEADROOM=str(headroom), VRAM_RETAIN_RATIO=str(retain),
-               VRAM_HUGE_SIZE=huge)
-    out = subprocess.run([vramkit, "replay", trace, "--runs", "3", "--json"], env=env,
+def replay(vramkit, trace, ratio):
+    env = dict(os.environ, VRAM_DECAY_MS="0")
+    out = subprocess.run([vramkit, "replay", trace, "--runs", "3", "--json",
+                          "--limit-ratio", str(ratio)], env=env,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -51,14 +50,14 @@ def main():
     for b in a.budget:
         name, _, ns = b.partition("=")
         budgets[name] = float(ns)
-    print("| trace | headroom | retain ratio | huge size | held/live | warm calls per pass | events "
+    print("| trace | limit x peak live | held/live | failed | warm calls per pass | events "
           "| host ns/op (sim) | driver ns/op at %.0f µs/call | total ns/op | budget ns/op "
           "| calls the budget allows |" % a.call_us)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for trace in a.traces:
         name = os.path.basename(trace).split(".")[0]
-        for headroom, retain, huge in SETTINGS:
-            r = replay(a.vramkit, trace, headroom, retain, huge)
+        for ratio in SETTINGS:
+            r = replay(a.vramkit, trace, ratio)
             calls = r["warm_backend_calls"]
             driver = calls * a.call_us * 1000 / r["events"]
             host = r["warm_ns_per_op"]
@@ -66,8 +65,9 @@ def main():
             allowed = "-"
             if budget:  # calls per pass that fit in what the budget leaves after the host's part
                 allowed = "%d" % max(0, (budget - host) * r["events"] / (a.call_us * 1000))
-            print("| %s | %g | %g | %s | %.3f | %d | %d | %.0f | %.0f | %.0f | %s | %s |" % (
-                name, headroom, retain, huge, r["warm_reserved_ratio"], calls, r["events"], host,
+            print("| %s | %s | %.3f | %d | %d | %d | %.0f | %.0f | %.0f | %s | %s |" % (
+                name, "%g" % ratio if ratio else "none", r["warm_reserved_ratio"],
+                r["failed_allocs"], calls, r["events"], host,
                 driver, host + driver, "%.0f" % budget if budget else "-", allowed))
     return 0
 

@@ -567,6 +567,23 @@ def make_report(records, meta):
             _mib(t.get("peak_live_bytes")), _mib(v.get("peak_live_bytes")), cells[1],
             "%.1f" % t["throughput"] if t_ok else "-",
             "%.1f" % v["throughput"] if v_ok else "-", cells[2]))
+    lines += ["", "Throughput over every run of a pair: mean, spread (lowest and highest) "
+              "and the ratio of the means.", "",
+              "| workload | runs | torch img/s mean (spread) | vramkit img/s mean (spread) "
+              "| mean vramkit/torch (>= %.2f) |" % TARGET_THROUGHPUT,
+              "|---|---:|---:|---:|---|"]
+    for w in order:
+        stat = {}
+        for al in ("torch", "vramkit"):
+            xs = [x["throughput"] for x in runs.get((w, al), [])
+                  if "throughput" in x and not x.get("crashed")]
+            stat[al] = (sum(xs) / len(xs), min(xs), max(xs), len(xs)) if xs else None
+        t, v = stat["torch"], stat["vramkit"]
+        cell = lambda m: "%.1f (%.1f-%.1f)" % m[:3] if m else "-"
+        ratio = v[0] / t[0] if t and v and t[0] else None
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            w, "%d / %d" % (t[3] if t else 0, v[3] if v else 0), cell(t), cell(v),
+            _verdict(ratio, TARGET_THROUGHPUT, False)))
     lines += ["",
               "Details: device memory in use after the run (`cudaMemGetInfo`: allocator, "
               "context and all), the context's stack limit after the run (`cuCtxGetLimit`), "
