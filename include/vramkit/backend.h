@@ -20,12 +20,12 @@
  * Errors and ownership: 0 or a negative VRAM_E* code with the sentence in
  * vram_last_error(); *out is NULL on error. The caller destroys a backend
  * with vram_backend_destroy(), after every pool using it (it refuses with
- * VRAM_EBUSY before). A pool calls its backend's table on the thread of the
- * pool call, under the pool's lock (no background thread): a backend
- * serving several pools is called from them concurrently, so a table
- * shared that way must be thread-safe and must not call those pools. Every
- * built-in one may be shared (vmm keeps its table of mappings under a lock
- * of its own). */
+ * VRAM_EBUSY before). A pool calls its backend's table from the threads
+ * calling the pool and from its decay thread, and the vmm policy maps and
+ * unmaps with the pool's lock released: a table is called concurrently
+ * (never twice on the same range), so it must be thread-safe and must not
+ * call the pool. Every built-in one is (vmm keeps its table of mappings
+ * under a lock of its own). */
 #ifndef VRAMKIT_BACKEND_H
 #define VRAMKIT_BACKEND_H
 

@@ -10,6 +10,14 @@
  * freed on stream A must not be handed to another stream before A issued
  * another operation on the pool or the pool was trimmed (a trim synchronises).
  *
+ * pm_opts choose a limit below the capacity (an allocation may then fail
+ * with VRAM_ENOMEM only with a message naming the limit, and reserved and
+ * peak reserved bytes must never pass it), a decay thread (then the
+ * statistics the thread changes, reserved, released and backend calls, are
+ * only checked against bounds, see pm_check_stats, and a sim pool left idle
+ * for decay_ms may complete pending frees, which the stream rule allows
+ * for), and place_candidates.
+ *
  * No test framework here: a violation is formatted as "[where, op N] what"
  * and handed to the driver's `fail` callback, which must not return (cmocka's
  * fail_msg, or print and abort()); should it return, the model aborts.
@@ -46,6 +54,18 @@ typedef struct pm_usage {
     uint64_t live, peak, blocks, allocs, frees, failed;
 } pm_usage;
 
+/* The pool's options a model run varies; pm_init with NULL opts: no limit
+ * (the sim device's free memory, i.e. its capacity), no decay thread,
+ * place_candidates 4 (the configuration's default). */
+typedef struct pm_opts {
+    uint64_t limit;            /* vram_pool_opts.limit; 0: the default */
+    uint64_t decay_ms;         /* 0: no decay thread */
+    uint64_t retain_min;       /* free bytes the decay leaves held */
+    uint32_t place_candidates; /* 0..1024 */
+    int drain;                 /* decay only: pm_finish waits for the thread to give
+                                  everything back before it trims */
+} pm_opts;
+
 /* Called with the message of a violated invariant; must not return. */
 typedef void (*pm_fail_fn)(void *ctx, const char *msg);
 
@@ -69,6 +89,19 @@ typedef struct pm_model {
     pm_rvec lenient[PM_STREAMS], strict[PM_STREAMS];
     uint64_t ambiguous_reuse;
     uint64_t hist_ok[VRAM_HIST_BUCKETS], hist_failed[VRAM_HIST_BUCKETS];
+    pm_opts opts;
+    uint64_t limit;       /* the pool's limit_bytes (opts.limit, or its default) */
+    uint64_t n_enomem_limit; /* refusals whose message names the limit */
+    /* Decay on a backend without events: a pool that saw no operation (an
+     * allocation, failed or not, or a free) for decay_ms completes its
+     * pending frees from the thread. last_op_ns is when the model's last
+     * such call began (monotonic); a gap that long (allowing for the
+     * thread's millisecond clock) may have let that happen, and
+     * `lenient` is then forgotten (`strict` stays: pending is at most it). */
+    uint64_t last_op_ns;
+    uint64_t idle_gaps;   /* operations after such a gap */
+    /* What the decay thread may change, as of the last check: only grows. */
+    uint64_t last_released, last_decay_released, last_peak_reserved;
     uint64_t op;
     char where[128];
     pm_fail_fn fail;
@@ -94,10 +127,10 @@ void pm_failf(pm_model *m, const char *fmt, ...)
     } while (0)
 
 /* Create the sim backend (capacity, 2 MiB granules) and a pool of `policy`
- * with PM_OWNERS owners; budgets[i] of owner i (0: none; budgets may be NULL).
- * `where` prefixes every failure message. */
+ * with PM_OWNERS owners; budgets[i] of owner i (0: none; budgets may be NULL);
+ * opts may be NULL (see pm_opts). `where` prefixes every failure message. */
 void pm_init(pm_model *m, vram_policy policy, uint64_t capacity, const uint64_t *budgets,
-             pm_fail_fn fail, void *fail_ctx, const char *where);
+             const pm_opts *opts, pm_fail_fn fail, void *fail_ctx, const char *where);
 
 /* Allocate `size` bytes for owner, of kind, on stream s; returns the pool's
  * code (0, VRAM_EBUDGET or VRAM_ENOMEM: anything else is a violation). */
@@ -121,8 +154,9 @@ void pm_check_stats(pm_model *m);
  * m->live by address). */
 void pm_check_full(pm_model *m);
 
-/* Free everything, check, trim, check what stays per `mode`, destroy the
- * pool and the backend, and release the model's memory. */
+/* Free everything, check, (with opts.drain: wait for the decay thread to
+ * give everything back), trim, check that nothing stays reserved or held,
+ * destroy the pool and the backend, and release the model's memory. */
 void pm_finish(pm_model *m);
 
 #endif

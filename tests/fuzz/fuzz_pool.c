@@ -4,8 +4,13 @@
  * invariant aborts. Nothing leaks: every input ends by freeing everything,
  * trimming and destroying the pool and its backend.
  *
- * Input: byte 0 chooses the policy (bit 0) and the sim capacity (bits 1-2:
- * 32, 64, 128 or 256 MiB). Then operations, each an opcode byte (mod 8):
+ * Input: byte 0 chooses the policy (bit 0), the sim capacity (bits 1-2:
+ * 32, 64, 128 or 256 MiB), the pool's limit (bits 3-4: none, i.e. the
+ * capacity, or 5, 7 or 9 times a tenth of it rounded down, so no multiple of
+ * the 2 MiB granule), a decay thread (bit 5) and place_candidates (bits 6-7: 4,
+ * 0, 1 or 32; 0 reads as the default the corpus was made with). With bit 5,
+ * byte 1 gives decay_ms (1 + bits 0-2 mod 5) and retain_min (bit 3: 4 MiB,
+ * else 0). Then operations, each an opcode byte (mod 8):
  *   0-2 alloc:  3 bytes: exponent (mod 27), 16-bit mantissa -> size in
  *               [2^e, 2^(e+1)) clamped to 64 MiB; 1 byte: owner (bits 0-1),
  *               kind (bits 2-4, mod 7), stream (bits 5-7, mod 3)
@@ -64,8 +69,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vram_policy policy = head & 1 ? VRAM_POLICY_SEGMENTS : VRAM_POLICY_VMM;
     uint64_t capacity = (32 * MiB) << ((head >> 1) & 3);
     static const uint64_t budgets[PM_OWNERS] = {0, 8 * MiB, 24 * MiB, 0};
+    static const uint32_t places[4] = {4, 0, 1, 32};
+    pm_opts opts = {.place_candidates = places[(head >> 6) & 3]};
+    static const unsigned tenths[4] = {0, 5, 7, 9};
+    opts.limit = capacity / 10 * tenths[(head >> 3) & 3];
+    if (head & 0x20) {
+        uint8_t x = rd(&r);
+        opts.decay_ms = 1 + (x & 7) % 5;
+        opts.retain_min = x & 8 ? 4 * MiB : 0;
+    }
+    char where[128];
+    snprintf(where, sizeof where, "%s, limit %llu, decay_ms %llu, retain_min %llu, place %u",
+             vram_policy_name(policy), (unsigned long long)opts.limit,
+             (unsigned long long)opts.decay_ms, (unsigned long long)opts.retain_min,
+             (unsigned)opts.place_candidates);
     pm_model h;
-    pm_init(&h, policy, capacity, budgets, fuzz_fail, NULL, vram_policy_name(policy));
+    pm_init(&h, policy, capacity, budgets, &opts, fuzz_fail, NULL, where);
     uint64_t last_freed = 0;
     for (int n_ops = 0; r.at < r.n && n_ops < 4096; n_ops++) {
         uint8_t op = rd(&r) % 8;

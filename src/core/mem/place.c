@@ -4,6 +4,7 @@
  * with memory; return one (coalescing with free neighbours in its span,
  * telling the policy). Also the limit: room made before new memory. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "pool_internal.h"
 
@@ -79,6 +80,43 @@ static void split(vram_pool *p, vram__block *b, uint64_t size)
     vram__tlsf_insert(&p->free[b->region], rest);
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Before taking new memory for `size` (b: the block found, which needs
+ * some, or NULL), let frees whose stream work completed join the free
+ * space, and take again. Events are recorded for the frees not yet covered
+ * by one; an event recorded behind little work completes within
+ * microseconds, while a mapping costs tens of them and, below the limit,
+ * holds its memory for good; so while the frees waiting could serve the
+ * request, the events are asked again for up to RECLAIM_WAIT_US, about what
+ * the mapping would cost, before new memory is taken. */
+#define RECLAIM_WAIT_US 40
+static vram__block *take_reclaiming(vram_pool *p, uint64_t size, int region, int pressed,
+                                    vram__block *b)
+{
+    const vram__policy_ops *ops = p->ops;
+    if (b)
+        vram__tlsf_insert(&p->free[region], b);
+    vram__streams_reclaim(p, 0); /* records, then queries */
+    uint64_t t0 = now_us();
+    int failed = 0;
+    for (;;) {
+        b = ops->take(p, size, region, pressed);
+        if (b && !ops->needs_memory(p, b, size))
+            return b;
+        if (failed || p->st.pending_bytes < size || now_us() - t0 >= RECLAIM_WAIT_US)
+            return b;
+        if (b)
+            vram__tlsf_insert(&p->free[region], b);
+        vram__streams_poll(p, &failed);
+    }
+}
+
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
                     vram__block **out)
 {
@@ -86,15 +124,8 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int 
         return VRAM_EHOSTMEM;
     const vram__policy_ops *ops = p->ops;
     vram__block *b = ops->take(p, size, region, pressed);
-    if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size))) {
-        /* Before taking new memory, let frees whose work completed join. */
-        if (b)
-            vram__tlsf_insert(&p->free[region], b);
-        if (vram__streams_reclaim(p, 0))
-            b = ops->take(p, size, region, pressed);
-        else if (b)
-            vram__tlsf_remove(&p->free[region], b);
-    }
+    if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size)))
+        b = take_reclaiming(p, size, region, pressed, b);
     if (!b) {
         int rc = ops->grow(p, size, region, s, &b);
         if (rc)
@@ -120,10 +151,17 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int 
 int vram__pool_make_room(vram_pool *p, uint64_t need)
 {
     vram_pool_stats *st = &p->st;
-    if (st->reserved_bytes + need <= p->limit)
-        return 0;
-    uint64_t released = 0;
-    int rc = p->ops->give_back(p, st->reserved_bytes + need - p->limit, &released);
+    int rc = 0;
+    while (st->reserved_bytes + need > p->limit) {
+        uint64_t released = 0;
+        rc = p->ops->give_back(p, st->reserved_bytes + need - p->limit, &released);
+        if (rc || st->reserved_bytes + need <= p->limit || !p->unmapping_bytes)
+            break;
+        /* Another thread is giving memory back: it counts as held until
+         * its call returns. */
+        while (p->unmapping_bytes && st->reserved_bytes + need > p->limit)
+            pthread_cond_wait(&p->settled, &p->lock);
+    }
     if (st->reserved_bytes + need <= p->limit)
         return 0;
     if (rc)
@@ -133,14 +171,13 @@ int vram__pool_make_room(vram_pool *p, uint64_t need)
      * mapped by other threads, and free memory sharing a mapping with live
      * blocks. */
     uint64_t used = st->allocated_bytes + st->pending_bytes;
-    uint64_t rounding = st->reserved_bytes > used + p->busy_bytes
-                            ? st->reserved_bytes - used - p->busy_bytes
-                            : 0;
+    uint64_t moving = p->busy_bytes + p->unmapping_bytes;
+    uint64_t rounding = st->reserved_bytes > used + moving ? st->reserved_bytes - used - moving : 0;
     char n[32], l[32], h[32], a[32], r[32], pe[32], b[32], bz[32];
     return vram__fail(VRAM_ENOMEM,
                       "%s of %s%s is reached: %s more is needed, "
                       "%s is held (%s live, %s in blocks, %s free that cannot go back, %s "
-                      "waiting for streams, %s being mapped)",
+                      "waiting for streams, %s being mapped or given back)",
                       p->limit_given ? "the pool's limit" : "out of memory: the device's free memory",
                       vram__fmt_bytes(l, sizeof l, p->limit),
                       p->limit_given ? " (VRAM_POOL_LIMIT)" : " when the pool was made, its limit",
@@ -150,7 +187,7 @@ int vram__pool_make_room(vram_pool *p, uint64_t need)
                       vram__fmt_bytes(b, sizeof b, st->allocated_bytes),
                       vram__fmt_bytes(r, sizeof r, rounding),
                       vram__fmt_bytes(pe, sizeof pe, st->pending_bytes),
-                      vram__fmt_bytes(bz, sizeof bz, p->busy_bytes));
+                      vram__fmt_bytes(bz, sizeof bz, moving));
 }
 
 void vram__pool_release(vram_pool *p, vram__block *b)

@@ -204,7 +204,8 @@ struct vram_pool {
     int32_t clru_head, clru_tail;
     uint64_t *chunk_stamp; /* at a chunk's first granule: when it became wholly free */
     uint64_t *chunk_ms;    /* ... and the monotonic milliseconds then */
-    uint64_t busy_bytes;   /* granules being mapped or unmapped, lock released */
+    uint64_t busy_bytes;   /* granules being mapped, lock released */
+    uint64_t unmapping_bytes; /* granules being given back, lock released */
     pthread_cond_t settled; /* broadcast when busy granules settle */
     /* decay.c: the thread giving back memory left free decay_ms */
     pthread_t decay_thread;
@@ -318,6 +319,10 @@ int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, i
  * one, then release the blocks whose events completed (waiting for them when
  * `wait`). Returns the bytes released. */
 uint64_t vram__streams_reclaim(vram_pool *p, int wait);
+/* With events: query the events recorded already (none is recorded) and
+ * release the blocks of those complete; the bytes. *failed is set when a
+ * query fails (the blocks stay pending; nothing is logged). */
+uint64_t vram__streams_poll(vram_pool *p, int *failed);
 /* With events and a single stream: before memory it freed goes back to the
  * backend, wait for the work queued on it (once per batch of frees). 0 or
  * the backend's error (then nothing may be given back). */

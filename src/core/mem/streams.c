@@ -380,6 +380,31 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait)
     return released;
 }
 
+uint64_t vram__streams_poll(vram_pool *p, int *failed)
+{
+    uint64_t released = 0;
+    for (size_t i = 0; i < p->n_streams; i++) {
+        vram__stream_state *ss = &p->streams[i];
+        size_t done = 0;
+        for (; done < ss->n_events; done++) {
+            void *ev = ss->events[done].event;
+            int rc = vram__backend_event_query(p->backend, ev);
+            if (rc < 0)
+                *failed = 1;
+            if (rc <= 0)
+                break;
+            released += release_upto(p, ss, ss->events[done].epoch);
+            p->backend->ops->event_release(p->backend->self, ev);
+        }
+        if (done) {
+            ss->n_events -= done;
+            for (size_t k = 0; k < ss->n_events; k++)
+                ss->events[k] = ss->events[k + done];
+        }
+    }
+    return released;
+}
+
 /* --- modelled events (no backend events) ------------------------------ */
 
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b)

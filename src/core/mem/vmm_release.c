@@ -45,12 +45,12 @@ int vram__vmm_unmap_free(vram_pool *p, uint64_t want, uint64_t keep, uint64_t be
             continue;
         uint64_t bytes = (uint64_t)p->chunk_len[c] * p->granularity;
         chunk_take_busy(p, c);
-        p->busy_bytes += bytes;
+        p->unmapping_bytes += bytes;
         p->st.backend_calls_total++;
         vram__pool_unlock(p);
         rc = vram__backend_unmap(p->backend, vram__page_addr(p, c), bytes);
         vram__pool_lock(p);
-        p->busy_bytes -= bytes;
+        p->unmapping_bytes -= bytes;
         if (rc) {
             p->st.backend_failures_total++;
             chunk_back_free(p, c);
@@ -135,6 +135,13 @@ int vram__vmm_give_back(vram_pool *p, uint64_t want, uint64_t *released)
     int rc = vram__huge_release(p, want, 0, UINT64_MAX, &done);
     if (!rc && done < want)
         rc = vram__vmm_unmap_free(p, want - done, 0, UINT64_MAX, &done);
+    /* All of it (a trim): memory another thread is giving back right now
+     * is gone once it returns; wait for it, then for what became free. */
+    while (!rc && want == UINT64_MAX && p->unmapping_bytes) {
+        while (p->unmapping_bytes)
+            pthread_cond_wait(&p->settled, &p->lock);
+        rc = vram__vmm_unmap_free(p, UINT64_MAX, 0, UINT64_MAX, &done);
+    }
     if (released)
         *released += done;
     return rc;
