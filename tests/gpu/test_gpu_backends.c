@@ -177,9 +177,22 @@ static void test_bad_requests(void **state)
     assert_int_equal(vram_backend_create("vmm", &bo, &b), VRAM_EINVAL);
     vram_pool *p = pool_on("cuda", VRAM_POLICY_SEGMENTS, &b);
     void *x;
+    /* Beyond the device's free memory, the pool's default limit refuses
+     * before the driver is asked ... */
     assert_int_equal(vram_pool_alloc(p, 1ull << 50, 0, VRAM_KIND_OTHER, NULL, &x), VRAM_ENOMEM);
-    assert_non_null(strstr(vram_last_error(), "cuMemAlloc"));
+    assert_non_null(strstr(vram_last_error(), "out of memory: the device's free memory"));
+    /* ... and with a limit above the device, the driver's refusal is said. */
     vram_pool_opts po;
+    vram_pool_opts_init(&po);
+    po.backend = b;
+    po.name = "cuda-over";
+    po.policy = VRAM_POLICY_SEGMENTS;
+    po.limit = 1ull << 52;
+    vram_pool *over;
+    assert_int_equal(vram_pool_create(&po, &over), 0);
+    assert_int_equal(vram_pool_alloc(over, 1ull << 50, 0, VRAM_KIND_OTHER, NULL, &x), VRAM_ENOMEM);
+    assert_non_null(strstr(vram_last_error(), "cuMemAlloc"));
+    assert_int_equal(vram_pool_destroy(over), 0);
     vram_pool_opts_init(&po);
     po.backend = b;
     po.policy = VRAM_POLICY_VMM; /* cuMemAlloc segments cannot be mapped */

@@ -118,12 +118,22 @@ static vram__block *take_reclaiming(vram_pool *p, uint64_t size, int region, int
 }
 
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
-                    vram__block **out)
+                    vram__stream_state *ss, vram__block **out)
 {
     if (vram__block_reserve(&p->slab))
         return VRAM_EHOSTMEM;
     const vram__policy_ops *ops = p->ops;
     vram__block *b = ops->take(p, size, region, pressed);
+    if (ss && (!b || ops->needs_memory(p, b, size))) {
+        /* The stream's own frees, whatever their fit, before new memory. */
+        vram__block *own;
+        if (vram__stream_take_own(p, ss, size, region, 0, &own) == 0) {
+            if (b)
+                vram__tlsf_insert(&p->free[region], b);
+            *out = own;
+            return 0;
+        }
+    }
     if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size)))
         b = take_reclaiming(p, size, region, pressed, b);
     if (!b) {

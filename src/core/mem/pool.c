@@ -412,17 +412,20 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         bsize = vram__align_up(bsize, p->granularity);
     }
     vram__block *b;
-    if (p->has_events && vram__stream_take_own(p, ss, bsize, region, &b) == 0)
+    /* With events, the stream's own frees first where they fit tightly
+     * (carving a large one for a small request would strand the rest on
+     * this stream), then the shared free space, then its own in any fit. */
+    if (p->has_events && vram__stream_take_own(p, ss, bsize, region, 1, &b) == 0)
         rc = 0;
     else
-        rc = vram__pool_take(p, bsize, region, s, 0, &b);
+        rc = vram__pool_take(p, bsize, region, s, 0, p->has_events ? ss : NULL, &b);
     if (rc == VRAM_ENOMEM) {
         /* Memory is short: give back what is free, then wait for events. */
         uint64_t released = 0;
         release_free_memory(p, &released);
         released += vram__streams_wait_all(p);
         if (released || p->ops->places_pressed) /* where fewest granules are missing */
-            rc = vram__pool_take(p, bsize, region, s, 1, &b);
+            rc = vram__pool_take(p, bsize, region, s, 1, NULL, &b);
     }
     /* The lock may have been released while memory was mapped: make sure
      * the live map still has room. */

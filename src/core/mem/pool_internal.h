@@ -251,10 +251,12 @@ static inline uint64_t vram__now_ms(void)
 int vram__pool_make_room(vram_pool *p, uint64_t need);
 
 /* place.c: take a block of `size` (a multiple of the granule) in `region`
- * (`pressed`: the backend refused memory, place where the least is missing);
+ * (`pressed`: the backend refused memory, place where the least is missing;
+ * `ss`, with events: the stream's own frees, taken when the shared free
+ * space would need new memory, or NULL);
  * return a block to the free space (coalescing, vmm bookkeeping). */
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
-                    vram__block **out);
+                    vram__stream_state *ss, vram__block **out);
 void vram__pool_release(vram_pool *p, vram__block *b);
 /* Address neighbours within a span: `left` absorbs `right` (whose descriptor
  * goes back to the slab) and is returned; or `b` is cut to `size` bytes and
@@ -314,7 +316,7 @@ int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
 /* With events: a block of `size` from the stream's own frees (0), or
  * VRAM_ENOMEM when it has none that large. */
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
-                          vram__block **out);
+                          int tight, vram__block **out);
 /* With events: record an event on every stream with frees not yet covered by
  * one, then release the blocks whose events completed (waiting for them when
  * `wait`). Returns the bytes released. */

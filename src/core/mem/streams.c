@@ -278,14 +278,24 @@ static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
     fifo_append(ss, b);
 }
 
+/* Whether own pending block b serves *(uint64_t *)size bytes leaving at
+ * most an eighth of them (or a granule) behind (a vram__tlsf_take_if
+ * predicate). */
+static int fits_tightly(void *size, const vram__block *b)
+{
+    uint64_t want = *(const uint64_t *)size;
+    return b->size >= want && b->size - want <= (want / 8 > 4096 ? want / 8 : 4096);
+}
+
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
-                          vram__block **out)
+                          int tight, vram__block **out)
 {
     if (!ss->pending_head || vram__block_reserve(&p->slab))
         return VRAM_ENOMEM;
     vram__block *b = region == VRAM__HUGE ? vram__tlsf_take_if(&ss->own[region], size,
                                                                  vram__huge_fits, &size, 32)
-                                          : vram__tlsf_take(&ss->own[region], size);
+                     : tight ? vram__tlsf_take_if(&ss->own[region], size, fits_tightly, &size, 32)
+                             : vram__tlsf_take(&ss->own[region], size);
     if (!b)
         return VRAM_ENOMEM;
     vram__block *before = b->pprev; /* the rest keeps b's place: the list stays in epoch order */
