@@ -356,36 +356,48 @@ static void record_epoch(vram_pool *p, vram__stream_state *ss)
     ss->open_bytes = 0;
 }
 
+/* Release the blocks of the stream's events that completed, oldest first
+ * (waiting for each when `wait`), and drop those events; the bytes. A
+ * failed wait or query stops there (its frees stay pending): logged, or
+ * with `failed` given, only noted in it. */
+static uint64_t release_completed(vram_pool *p, vram__stream_state *ss, int wait, int *failed)
+{
+    uint64_t released = 0;
+    size_t done = 0;
+    for (; done < ss->n_events; done++) {
+        void *ev = ss->events[done].event;
+        int rc;
+        if (wait) {
+            p->st.event_waits_total++;
+            rc = vram__backend_event_wait(p->backend, ev) == 0 ? 1 : -1;
+        } else {
+            rc = vram__backend_event_query(p->backend, ev);
+        }
+        if (rc < 0 && failed)
+            *failed = 1;
+        else if (rc < 0)
+            vram_log(VRAM_LOG_WARN, "pool \"%s\": an event failed (%s); its frees stay "
+                                     "pending",
+                      p->name, vram_last_error());
+        if (rc <= 0)
+            break;
+        released += release_upto(p, ss, ss->events[done].epoch);
+        p->backend->ops->event_release(p->backend->self, ev);
+    }
+    if (done) {
+        ss->n_events -= done;
+        for (size_t k = 0; k < ss->n_events; k++)
+            ss->events[k] = ss->events[k + done];
+    }
+    return released;
+}
+
 uint64_t vram__streams_reclaim(vram_pool *p, int wait)
 {
     uint64_t released = 0;
     for (size_t i = 0; i < p->n_streams; i++) {
-        vram__stream_state *ss = &p->streams[i];
-        record_epoch(p, ss);
-        size_t done = 0;
-        for (; done < ss->n_events; done++) {
-            void *ev = ss->events[done].event;
-            int rc;
-            if (wait) {
-                p->st.event_waits_total++;
-                rc = vram__backend_event_wait(p->backend, ev) == 0 ? 1 : -1;
-            } else {
-                rc = vram__backend_event_query(p->backend, ev);
-            }
-            if (rc < 0)
-                vram_log(VRAM_LOG_WARN, "pool \"%s\": an event failed (%s); its frees stay "
-                                         "pending",
-                          p->name, vram_last_error());
-            if (rc <= 0)
-                break;
-            released += release_upto(p, ss, ss->events[done].epoch);
-            p->backend->ops->event_release(p->backend->self, ev);
-        }
-        if (done) {
-            ss->n_events -= done;
-            for (size_t k = 0; k < ss->n_events; k++)
-                ss->events[k] = ss->events[k + done];
-        }
+        record_epoch(p, &p->streams[i]);
+        released += release_completed(p, &p->streams[i], wait, NULL);
     }
     return released;
 }
@@ -393,25 +405,8 @@ uint64_t vram__streams_reclaim(vram_pool *p, int wait)
 uint64_t vram__streams_poll(vram_pool *p, int *failed)
 {
     uint64_t released = 0;
-    for (size_t i = 0; i < p->n_streams; i++) {
-        vram__stream_state *ss = &p->streams[i];
-        size_t done = 0;
-        for (; done < ss->n_events; done++) {
-            void *ev = ss->events[done].event;
-            int rc = vram__backend_event_query(p->backend, ev);
-            if (rc < 0)
-                *failed = 1;
-            if (rc <= 0)
-                break;
-            released += release_upto(p, ss, ss->events[done].epoch);
-            p->backend->ops->event_release(p->backend->self, ev);
-        }
-        if (done) {
-            ss->n_events -= done;
-            for (size_t k = 0; k < ss->n_events; k++)
-                ss->events[k] = ss->events[k + done];
-        }
-    }
+    for (size_t i = 0; i < p->n_streams; i++)
+        released += release_completed(p, &p->streams[i], 0, failed);
     return released;
 }
 
