@@ -179,12 +179,12 @@ static int segments_back(vram_pool *p, vram__block *b)
     return 0;
 }
 
+/* A segment wholly free from now: when, for the decay. */
 static void segments_freed(vram_pool *p, uint64_t addr, uint64_t size, const vram__block *merged)
 {
-    (void)addr, (void)size;
+    (void)p, (void)addr, (void)size;
     if (!merged->prev && !merged->next)
         merged->span->ms = vram__now_ms();
-    (void)p;
 }
 
 static uint64_t segments_largest_free(vram_pool *p)

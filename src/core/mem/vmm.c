@@ -127,12 +127,19 @@ void vram__vmm_free_tables(vram_pool *p)
     p->chunk_ms = NULL;
 }
 
+/* A granule a block there would still have to map (unmapped, or being
+ * mapped or given back by another thread). */
+static inline int granule_missing(const vram_pool *p, uint64_t i)
+{
+    return p->page_state[i] != VRAM__PAGE_USED && p->page_state[i] != VRAM__PAGE_FREE;
+}
+
 int vram__vmm_unmapped_in(const vram_pool *p, const vram__block *b, uint64_t size)
 {
     uint64_t first, last;
     vram__page_range(p, b->region, b->addr, size, &first, &last);
     for (uint64_t i = first; i <= last; i++)
-        if (p->page_state[i] != VRAM__PAGE_USED && p->page_state[i] != VRAM__PAGE_FREE)
+        if (granule_missing(p, i))
             return 1;
     return 0;
 }
@@ -150,7 +157,7 @@ static int note_least(void *ctx, const vram__block *b)
     uint64_t first, last, need = 0;
     vram__page_range(m->p, b->region, b->addr, m->size, &first, &last);
     for (uint64_t i = first; i <= last; i++)
-        need += m->p->page_state[i] != VRAM__PAGE_USED && m->p->page_state[i] != VRAM__PAGE_FREE;
+        need += (uint64_t)granule_missing(m->p, i);
     if (!m->best || need < m->best_need || (need == m->best_need && b->addr < m->best->addr)) {
         m->best = (vram__block *)b;
         m->best_need = need;
@@ -333,7 +340,10 @@ static int vmm_back(vram_pool *p, vram__block *b)
     vram__page_range(p, b->region, b->addr, b->size, &first, &last);
     uint8_t *st = p->page_state;
     for (;;) {
-        wait_settled(p, first, last);
+        /* A wait releases the lock: granules already passed may have become
+         * busy meanwhile, so look again until a pass waits for none. */
+        while (wait_settled(p, first, last)) {
+        }
         /* Free granules in the block's range are reused: they are in use from
          * now (if mapping the rest fails, releasing the block frees them
          * again). */
