@@ -89,6 +89,13 @@ typedef struct vram_backend_ops {
     void (*event_release)(void *self, void *event);
     /* Called once by vram_backend_destroy() (may be NULL): release self. */
     void (*destroy)(void *self);
+    /* Events, optional: make `stream` wait on the device for `event` (one
+     * event_record returned, not yet released) without the host waiting, as
+     * cuStreamWaitEvent does. With it a pool hands a block freed on one
+     * stream to another at once, the taker's later work ordered after the
+     * freer's (vram_pool_opts.stream_waits); NULL: only once the event has
+     * completed. */
+    int (*stream_wait_event)(void *self, vram_stream stream, void *event);
 } vram_backend_ops;
 
 typedef struct vram_device vram_device;

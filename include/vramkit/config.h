@@ -55,6 +55,8 @@ extern "C" {
       "free memory the decay leaves held")                                     \
     X(PLACE_CANDIDATES, place_candidates, SIZE, "4", "",                       \
       "free blocks compared for the lowest address (0: size classes only)")   \
+    X(STREAM_REUSE, stream_reuse, CHOICE, "wait", "wait|completed",            \
+      "another stream's free: taken at once, waited for on the device, or once complete") \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
     X(LARGE_ROUND, large_round, SIZE, "4KiB", "",                               \

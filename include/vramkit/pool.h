@@ -50,7 +50,10 @@
  * per stream for all its frees since the previous one, only when an
  * allocation would otherwise take new memory from the backend, and queried
  * then; the pool waits for them only when memory is short, on trim and on
- * destroy (a failed query or wait keeps the blocks pending). A stream must
+ * destroy (a failed query or wait keeps the blocks pending); where those
+ * do not serve an allocation, a block another stream freed does, the
+ * allocating stream made to wait on the device for the freer's event
+ * (opts.stream_waits, backends with stream_wait_event). A stream must
  * therefore outlive the frees made on it: trim the pool (or free nothing
  * more on it) before destroying a stream. On backends without events (sim,
  * host) completion is modelled
@@ -144,6 +147,12 @@ typedef struct vram_pool_opts {
                                vram_pool_opts_init sets 1 */
     uint32_t place_candidates; /* vmm: free blocks compared for the lowest
                                address (0: the size classes' good fit) */
+    int stream_waits;       /* backends whose events can be waited for on the
+                               device: a block another stream freed may be
+                               taken before its event completes, the taking
+                               stream waiting for it on the device, rather
+                               than new memory (1, VRAM_STREAM_REUSE=wait); 0:
+                               only once complete (=completed) */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

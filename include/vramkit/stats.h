@@ -48,7 +48,8 @@ extern "C" {
     X(charged_bytes, U64, "bytes charged for memory the pool did not allocate (not in live_bytes)") \
     X(limit_bytes, U64, "most bytes the pool may hold from the backend (VRAM_POOL_LIMIT)")          \
     X(released_bytes_total, U64, "bytes given back to the backend")                                \
-    X(decay_released_bytes_total, U64, "of those, given back by the decay thread")
+    X(decay_released_bytes_total, U64, "of those, given back by the decay thread")                 \
+    X(stream_waits_total, U64, "blocks taken from another stream's frees, waited for on the device")
 
 /* Budgets and owner/kind live bytes count bytes as requested, not aligned. */
 

@@ -1,7 +1,11 @@
 /* tests/gpu/test_gpu_streams.c - stream-ordered reuse with real events: a
  * block freed on a stream whose work has not run yet is reused at once by
- * that stream, is not handed to another stream until the work completed,
- * and is handed to it once it has, without waiting. Stream A is held busy by
+ * that stream. With stream_waits 0 it is not handed to another stream until
+ * the work completed, and is handed to it once it has, without waiting;
+ * with stream_waits 1 (the default) another stream that would otherwise
+ * take new memory gets it at once, made to wait on the device: its work
+ * queued after the allocation does not run before the freeing stream's
+ * work, and the host never waits. Stream A is held busy by
  * cuStreamWaitValue32 on a host flag, so no kernel is needed; both streams
  * join the pool before that (a joining stream waits for the first's work,
  * which here would wait for the host). Needs a GPU. */
@@ -17,7 +21,7 @@
 
 #define MiB (1024ull * 1024ull)
 
-static void run(const char *backend, vram_policy policy)
+static void run(const char *backend, vram_policy policy, int waits)
 {
     vram_device *dev;
     assert_int_equal(vram_device_open(0, NULL, &dev), 0);
@@ -28,6 +32,8 @@ static void run(const char *backend, vram_policy policy)
     vram_pool_opts_init(&po);
     po.backend = b;
     po.policy = policy;
+    po.stream_waits = waits;
+    po.map_chunk = 0; /* no spare mapped memory: c can only get x or new memory */
     vram_pool *p;
     assert_int_equal(vram_pool_create(&po, &p), 0);
     vram_stream a, c;
@@ -61,27 +67,51 @@ static void run(const char *backend, vram_policy policy)
     assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, a, &y), 0);
     assert_ptr_equal(x, y);
     assert_int_equal(vram_pool_free(p, y, a), 0);
-    /* Another stream does not get it while a's work is pending. */
-    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &z), 0);
-    assert_ptr_not_equal(z, x);
-    assert_int_equal(cuStreamQuery((CUstream)a), CUDA_ERROR_NOT_READY);
-    vram_pool_stats st;
-    assert_int_equal(vram_pool_stats_get(p, &st), 0);
-    assert_true(st.pending_bytes >= 8 * MiB);
-    /* Let a run; then c gets the block without anyone waiting. */
-    *flag = 1;
-    assert_int_equal(cuStreamSynchronize((CUstream)a), CUDA_SUCCESS);
-    void *w;
-    assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &w), 0);
-    assert_ptr_equal(w, x);
-    assert_int_equal(vram_pool_stats_get(p, &st), 0);
-    assert_int_equal(st.event_waits_total, st0.event_waits_total); /* no wait, only a query */
-    uint32_t v;
-    assert_int_equal(cuMemcpyDtoH(&v, (CUdeviceptr)w, 4), CUDA_SUCCESS);
-    assert_int_equal(v, 1); /* a's memset ran before c got the block */
-
-    assert_int_equal(vram_pool_free(p, z, c), 0);
-    assert_int_equal(vram_pool_free(p, w, c), 0);
+    if (waits) {
+        /* Another stream gets it at once, waiting on the device for a. */
+        assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &z), 0);
+        assert_ptr_equal(z, x);
+        assert_int_equal(cuMemsetD32Async((CUdeviceptr)z, 2, 2 * MiB, (CUstream)c),
+                         CUDA_SUCCESS);
+        vram_pool_stats st;
+        assert_int_equal(vram_pool_stats_get(p, &st), 0);
+        assert_int_equal(st.stream_waits_total - st0.stream_waits_total, 1);
+        assert_int_equal(st.event_waits_total, st0.event_waits_total); /* the host did not */
+        assert_int_equal(cuStreamQuery((CUstream)c), CUDA_ERROR_NOT_READY); /* behind a */
+        *flag = 1;
+        assert_int_equal(cuStreamSynchronize((CUstream)c), CUDA_SUCCESS);
+        assert_int_equal(cuStreamQuery((CUstream)a), CUDA_SUCCESS); /* a ran first */
+        uint32_t v;
+        assert_int_equal(cuMemcpyDtoH(&v, (CUdeviceptr)z, 4), CUDA_SUCCESS);
+        assert_int_equal(v, 2); /* c's memset ran after a's */
+        void *w;
+        assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &w), 0);
+        assert_ptr_not_equal(w, z);
+        assert_int_equal(vram_pool_free(p, z, c), 0);
+        assert_int_equal(vram_pool_free(p, w, c), 0);
+    } else {
+        /* Another stream does not get it while a's work is pending. */
+        assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &z), 0);
+        assert_ptr_not_equal(z, x);
+        assert_int_equal(cuStreamQuery((CUstream)a), CUDA_ERROR_NOT_READY);
+        vram_pool_stats st;
+        assert_int_equal(vram_pool_stats_get(p, &st), 0);
+        assert_true(st.pending_bytes >= 8 * MiB);
+        assert_int_equal(st.stream_waits_total, st0.stream_waits_total);
+        /* Let a run; then c gets the block without anyone waiting. */
+        *flag = 1;
+        assert_int_equal(cuStreamSynchronize((CUstream)a), CUDA_SUCCESS);
+        void *w;
+        assert_int_equal(vram_pool_alloc(p, 8 * MiB, 0, VRAM_KIND_ACTIVATIONS, c, &w), 0);
+        assert_ptr_equal(w, x);
+        assert_int_equal(vram_pool_stats_get(p, &st), 0);
+        assert_int_equal(st.event_waits_total, st0.event_waits_total); /* no wait, only a query */
+        uint32_t v;
+        assert_int_equal(cuMemcpyDtoH(&v, (CUdeviceptr)w, 4), CUDA_SUCCESS);
+        assert_int_equal(v, 1); /* a's memset ran before c got the block */
+        assert_int_equal(vram_pool_free(p, z, c), 0);
+        assert_int_equal(vram_pool_free(p, w, c), 0);
+    }
     assert_int_equal(vram_pool_destroy(p), 0);
     assert_int_equal(vram_backend_destroy(b), 0);
     assert_int_equal(cuMemFreeHost((void *)flag), CUDA_SUCCESS);
@@ -93,13 +123,25 @@ static void run(const char *backend, vram_policy policy)
 static void test_vmm(void **state)
 {
     (void)state;
-    run("vmm", VRAM_POLICY_VMM);
+    run("vmm", VRAM_POLICY_VMM, 0);
 }
 
 static void test_cuda_async(void **state)
 {
     (void)state;
-    run("cuda_async", VRAM_POLICY_SEGMENTS);
+    run("cuda_async", VRAM_POLICY_SEGMENTS, 0);
+}
+
+static void test_vmm_stream_wait(void **state)
+{
+    (void)state;
+    run("vmm", VRAM_POLICY_VMM, 1);
+}
+
+static void test_cuda_async_stream_wait(void **state)
+{
+    (void)state;
+    run("cuda_async", VRAM_POLICY_SEGMENTS, 1);
 }
 
 int main(void)
@@ -107,6 +149,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_cuda_async),
+        cmocka_unit_test(test_vmm_stream_wait),
+        cmocka_unit_test(test_cuda_async_stream_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,15 +50,15 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
         snprintf(lim, sizeof lim, "the device's free memory");
     int n = snprintf(line, sizeof line,
                      "settings: backend %s, policy %s, granularity %s, capacity %s, limit %s, "
-                     "decay %llu ms (keeping %s), map chunk %s, huge size %s, %u timed "
-                     "runs\n",
+                     "decay %llu ms (keeping %s), map chunk %s, huge size %s, stream reuse %s, "
+                     "%u timed runs\n",
                      backend_of(o), vram_policy_name(p->policy),
                      vram_size_format(g, sizeof g, p->granularity),
                      cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
                      (unsigned long long)p->decay_ms, vram_size_format(rm, sizeof rm, p->retain_min),
                      vram_size_format(mc, sizeof mc, p->map_chunk),
                      p->huge_size ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
-                     o->timing_runs ? o->timing_runs : 5);
+                     p->stream_waits ? "wait" : "completed", o->timing_runs ? o->timing_runs : 5);
     int rc = emit(write, ctx, line, n);
     if (rc)
         return rc;
@@ -110,6 +110,7 @@ static cJSON *settings_json(const vram_replay_opts *o)
     cJSON_AddNumberToObject(s, "retain_min", (double)p->retain_min);
     cJSON_AddNumberToObject(s, "map_chunk", (double)p->map_chunk);
     cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
+    cJSON_AddStringToObject(s, "stream_reuse", p->stream_waits ? "wait" : "completed");
     cJSON_AddNumberToObject(s, "timing_runs", o->timing_runs ? o->timing_runs : 5);
     return s;
 }

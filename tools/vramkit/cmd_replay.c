@@ -48,6 +48,7 @@ int cmd_replay(int argc, char **argv)
         return cli_lib_error("replay", rc);
     const char *policy = NULL, *backend = "sim";
     uint64_t runs = 5, granularity = o.pool.granularity;
+    const char *reuse = o.pool.stream_waits ? "wait" : "completed";
     int json = 0, compare = 0, policy_given = 0;
     const cli_opt opts[] = {
         {"--policy", NULL, CLI_CHOICE, &policy, NULL, "placement policy (default: vmm where the "
@@ -67,6 +68,10 @@ int cmd_replay(int argc, char **argv)
          "free memory unused this long goes back (default VRAM_DECAY_MS; 0: kept)"},
         {"--retain-min", NULL, CLI_SIZE, &o.pool.retain_min, "BYTES",
          "free memory the decay leaves held"},
+        {"--stream-reuse", NULL, CLI_CHOICE, &reuse, NULL,
+         "GPU backends: another stream's free taken at once, waited for on the device, or "
+         "once complete (default VRAM_STREAM_REUSE)",
+         0, 0, "wait|completed"},
         {"--compare", NULL, CLI_FLAG, &compare, NULL,
          "GPU backends: also replay through cudaMallocAsync and cudaMalloc"},
         {"--runs", NULL, CLI_UINT, &runs, "N", "timed runs of each side (default 5)", 1, 1000},
@@ -83,6 +88,7 @@ int cmd_replay(int argc, char **argv)
     o.backend = backend;
     o.timing_runs = (unsigned)runs;
     o.pool.granularity = granularity;
+    o.pool.stream_waits = strcmp(reuse, "wait") == 0;
     int gpu = cli_backend_is_gpu(backend);
     if (policy_given)
         vram_policy_parse(policy, &o.pool.policy);

@@ -322,3 +322,15 @@ int vram__backend_event_wait(vram_backend *b, void *event)
     save_error(&e);
     return event_rc(b, b->ops->event_wait(b->self, event), "event_wait", &e);
 }
+
+int vram__backend_has_stream_wait(const vram_backend *b)
+{
+    return (b->ops->caps & VRAM_BACKEND_EVENTS) && b->ops->stream_wait_event;
+}
+
+int vram__backend_stream_wait(vram_backend *b, vram_stream s, void *event)
+{
+    saved_error e;
+    save_error(&e);
+    return event_rc(b, b->ops->stream_wait_event(b->self, s, event), "stream_wait_event", &e);
+}

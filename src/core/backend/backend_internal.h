@@ -50,6 +50,10 @@ int vram__backend_unmap(vram_backend *b, uint64_t addr, uint64_t size);
 int vram__backend_event_record(vram_backend *b, vram_stream s, void **event);
 int vram__backend_event_query(vram_backend *b, void *event);
 int vram__backend_event_wait(vram_backend *b, void *event);
+/* Whether the backend can make a stream wait for an event on the device,
+ * and that wait (not counted; a failure has its sentence). */
+int vram__backend_has_stream_wait(const vram_backend *b);
+int vram__backend_stream_wait(vram_backend *b, vram_stream s, void *event);
 
 /* A test hook (faulty.c): a backend that forwards to `inner` but fails
  * calls number `fail_from` .. `fail_from + fail_count - 1` (counting from 1,

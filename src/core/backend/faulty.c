@@ -103,6 +103,12 @@ static void f_event_release(void *self, void *ev)
     f->inner->ops->event_release(f->inner->self, ev);
 }
 
+static int f_stream_wait_event(void *self, vram_stream s, void *ev)
+{
+    faulty *f = self;
+    return f->inner->ops->stream_wait_event(f->inner->self, s, ev);
+}
+
 static void f_destroy(void *self) { free(self); }
 
 int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t fail_count,
@@ -132,6 +138,7 @@ int vram_backend_create_faulty(vram_backend *inner, uint64_t fail_from, uint64_t
         .event_wait = in->event_wait ? f_event_wait : NULL,
         .event_release = in->event_release ? f_event_release : NULL,
         .destroy = f_destroy,
+        .stream_wait_event = in->stream_wait_event ? f_stream_wait_event : NULL,
     };
     return vram_backend_create_custom(&f->ops, f, inner->capacity, inner->granularity, out);
 }

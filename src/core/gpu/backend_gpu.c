@@ -63,6 +63,21 @@ int vram__gpu_event_wait(void *self, void *event)
     return 0;
 }
 
+/* The wait is the device's: the host goes on. The event may be recorded
+ * again (or go back to the device's pool) at once; the stream waits for the
+ * record it had when the wait was queued. */
+int vram__gpu_stream_wait_event(void *self, vram_stream stream, void *event)
+{
+    vram__gpu_backend *g = self;
+    int rc = vram__device_enter(g->dev);
+    if (rc)
+        return rc;
+    CUresult r = vram__cu.cuStreamWaitEvent((CUstream)stream, (CUevent)event, 0);
+    if (r != CUDA_SUCCESS)
+        return vram_cuda_fail(r, "making stream %p wait for an event", stream);
+    return 0;
+}
+
 void vram__gpu_event_release(void *self, void *event)
 {
     vram__gpu_backend *g = self;

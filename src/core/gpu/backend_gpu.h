@@ -29,7 +29,7 @@ typedef struct vram__gpu_backend {
 #define VRAM__GPU_SHARED_OPS                                                                  \
     .mem_info = vram__gpu_mem_info, .event_record = vram__gpu_event_record,                   \
     .event_query = vram__gpu_event_query, .event_wait = vram__gpu_event_wait,                 \
-    .event_release = vram__gpu_event_release
+    .event_release = vram__gpu_event_release, .stream_wait_event = vram__gpu_stream_wait_event
 
 /* Shared table entries. */
 int vram__gpu_mem_info(void *self, uint64_t *free_bytes, uint64_t *total);
@@ -37,6 +37,7 @@ int vram__gpu_event_record(void *self, vram_stream stream, void **event);
 int vram__gpu_event_query(void *self, void *event);
 int vram__gpu_event_wait(void *self, void *event);
 void vram__gpu_event_release(void *self, void *event);
+int vram__gpu_stream_wait_event(void *self, vram_stream stream, void *event);
 void vram__gpu_backend_free(vram__gpu_backend *g);
 
 /* The variants: finish setting up `g` (device bound) and name their table. */

@@ -33,6 +33,7 @@
     X(cuMemGetAllocationGranularity, 10020) X(cuStreamCreateWithPriority, 5050)               \
     X(cuStreamDestroy, 4000) X(cuEventCreate, 2000) X(cuEventDestroy, 4000)                   \
     X(cuEventRecord, 2000) X(cuEventQuery, 2000) X(cuEventSynchronize, 2000)                  \
+    X(cuStreamWaitEvent, 3020)                                                                \
     X(cuGetErrorName, 6000) X(cuGetErrorString, 6000)
 
 /* cuda.h maps names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2), so a

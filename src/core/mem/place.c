@@ -94,7 +94,9 @@ static uint64_t now_us(void)
  * microseconds, while a mapping costs tens of them and, below the limit,
  * holds its memory for good; so while the frees waiting could serve the
  * request, the events are asked again for up to RECLAIM_WAIT_US, about what
- * the mapping would cost, before new memory is taken. */
+ * the mapping would cost, before new memory is taken. Where the device can
+ * wait for them instead (p->stream_waits), they are asked once: the caller
+ * takes a waiting free then, at the cost of a queued wait. */
 #define RECLAIM_WAIT_US 40
 static vram__block *take_reclaiming(vram_pool *p, uint64_t size, int region, int pressed,
                                     vram__block *b)
@@ -109,7 +111,8 @@ static vram__block *take_reclaiming(vram_pool *p, uint64_t size, int region, int
         b = ops->take(p, size, region, pressed);
         if (b && !ops->needs_memory(p, b, size))
             return b;
-        if (failed || p->st.pending_bytes < size || now_us() - t0 >= RECLAIM_WAIT_US)
+        if (failed || p->stream_waits || p->st.pending_bytes < size ||
+            now_us() - t0 >= RECLAIM_WAIT_US)
             return b;
         if (b)
             vram__tlsf_insert(&p->free[region], b);
@@ -134,8 +137,19 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int 
             return 0;
         }
     }
-    if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size)))
+    if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size))) {
         b = take_reclaiming(p, size, region, pressed, b);
+        /* Another stream's frees, waited for on the device, before new
+         * memory. */
+        vram__block *theirs;
+        if (ss && (!b || ops->needs_memory(p, b, size)) &&
+            vram__stream_take_waiting(p, ss, size, region, &theirs) == 0) {
+            if (b)
+                vram__tlsf_insert(&p->free[region], b);
+            *out = theirs;
+            return 0;
+        }
+    }
     if (!b) {
         int rc = ops->grow(p, size, region, s, &b);
         if (rc)

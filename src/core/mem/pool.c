@@ -76,6 +76,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .limit = c->pool_limit,
         .decay_ms = c->decay_ms,
         .place_candidates = (uint32_t)c->place_candidates,
+        .stream_waits = c->stream_reuse == 0,
         .small_size = c->small_size,
         .large_round = c->large_round,
         .segment_small = c->segment_small,
@@ -239,6 +240,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->retain_min = opts->retain_min;
     p->decay_ms = opts->decay_ms;
     p->place_candidates = opts->place_candidates;
+    p->stream_waits = opts->stream_waits && vram__backend_has_stream_wait(p->backend);
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round

@@ -181,6 +181,8 @@ struct vram_pool {
     int limit_given;      /* set by the caller (else the device's free memory) */
     uint64_t decay_ms;    /* free memory unused this long goes back; 0: kept */
     unsigned place_candidates; /* free blocks compared for the lowest address */
+    int stream_waits; /* another stream's pending frees may be taken, waited
+                         for on the device (the option, and the backend can) */
     uint64_t small_size, large_round, segment_small, segment_medium;
     uint64_t capacity;
 
@@ -317,6 +319,14 @@ int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
  * VRAM_ENOMEM when it has none that large. */
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
                           int tight, vram__block **out);
+/* With events the device can wait for (p->stream_waits) and several
+ * streams: a block of `size` from another stream's frees whose event may not
+ * have completed, stream `ss` made to wait for that event on the device
+ * (recorded now if the block's epoch had none) (0), or VRAM_ENOMEM when no
+ * other stream has one that large or the wait cannot be queued (the block
+ * stays pending; logged). */
+int vram__stream_take_waiting(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
+                              vram__block **out);
 /* With events: record an event on every stream with frees not yet covered by
  * one, then release the blocks whose events completed (waiting for them when
  * `wait`). Returns the bytes released. */

@@ -287,33 +287,48 @@ static int fits_tightly(void *size, const vram__block *b)
     return b->size >= want && b->size - want <= (want / 8 > 4096 ? want / 8 : 4096);
 }
 
+/* A pending block of `from` serving `size` (tight: see fits_tightly),
+ * taken out of its own index only; NULL if none. */
+static vram__block *pending_pick(vram__stream_state *from, uint64_t size, int region, int tight)
+{
+    if (region == VRAM__HUGE)
+        return vram__tlsf_take_if(&from->own[region], size, vram__huge_fits, &size, 32);
+    return tight ? vram__tlsf_take_if(&from->own[region], size, fits_tightly, &size, 32)
+                 : vram__tlsf_take(&from->own[region], size);
+}
+
+/* Hand out picked block b of `from` as a live block of `size`: out of the
+ * stream's books; a rest of at least a granule stays pending on `from`, in
+ * b's epoch and b's place in the list (which stays in epoch order). */
+static vram__block *pending_claim(vram_pool *p, vram__stream_state *from, vram__block *b,
+                                  uint64_t size)
+{
+    vram__block *before = b->pprev;
+    own_forget(p, from, b);
+    if (b->region != VRAM__HUGE && b->size - size >= p->granule) {
+        vram__block *rest = vram__block_cut(p, b, size);
+        rest->state = VRAM__PENDING;
+        rest->stream = from->handle;
+        rest->seq = b->seq;
+        if (rest->seq == from->epoch)
+            from->open_bytes += rest->size;
+        p->st.pending_bytes += rest->size;
+        vram__tlsf_insert(&from->own[rest->region], rest);
+        fifo_insert_after(from, before, rest);
+    }
+    b->state = VRAM__LIVE;
+    return b;
+}
+
 int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
                           int tight, vram__block **out)
 {
     if (!ss->pending_head || vram__block_reserve(&p->slab))
         return VRAM_ENOMEM;
-    vram__block *b = region == VRAM__HUGE ? vram__tlsf_take_if(&ss->own[region], size,
-                                                                 vram__huge_fits, &size, 32)
-                     : tight ? vram__tlsf_take_if(&ss->own[region], size, fits_tightly, &size, 32)
-                             : vram__tlsf_take(&ss->own[region], size);
+    vram__block *b = pending_pick(ss, size, region, tight);
     if (!b)
         return VRAM_ENOMEM;
-    vram__block *before = b->pprev; /* the rest keeps b's place: the list stays in epoch order */
-    own_forget(p, ss, b);
-    if (region != VRAM__HUGE && b->size - size >= p->granule) {
-        /* The rest stays pending on this stream, in the same epoch. */
-        vram__block *rest = vram__block_cut(p, b, size);
-        rest->state = VRAM__PENDING;
-        rest->stream = ss->handle;
-        rest->seq = b->seq;
-        if (rest->seq == ss->epoch)
-            ss->open_bytes += rest->size;
-        p->st.pending_bytes += rest->size;
-        vram__tlsf_insert(&ss->own[rest->region], rest);
-        fifo_insert_after(ss, before, rest);
-    }
-    b->state = VRAM__LIVE;
-    *out = b;
+    *out = pending_claim(p, ss, b, size);
     return 0;
 }
 
@@ -354,6 +369,55 @@ static void record_epoch(vram_pool *p, vram__stream_state *ss)
     ss->events[ss->n_events++] = (vram__stream_event){ev, ss->epoch};
     ss->epoch++;
     ss->open_bytes = 0;
+}
+
+/* The recorded event of `from` covering frees of epoch `seq` (the oldest
+ * recorded at or after it), recording one for the open epoch if needed;
+ * NULL if none could be. */
+static void *event_covering(vram_pool *p, vram__stream_state *from, uint64_t seq)
+{
+    if (seq == from->epoch)
+        record_epoch(p, from);
+    for (size_t k = 0; k < from->n_events; k++)
+        if (from->events[k].epoch >= seq)
+            return from->events[k].event;
+    return NULL;
+}
+
+int vram__stream_take_waiting(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
+                              vram__block **out)
+{
+    if (!p->stream_waits || !p->shared_streams || p->st.pending_bytes < size ||
+        vram__block_reserve(&p->slab))
+        return VRAM_ENOMEM;
+    for (size_t i = 0; i < p->n_streams; i++) {
+        vram__stream_state *from = &p->streams[i];
+        if (from == ss || !from->pending_head)
+            continue;
+        vram__block *b = pending_pick(from, size, region, 0);
+        if (!b)
+            continue;
+        void *ev = event_covering(p, from, b->seq); /* NULL: record_epoch said why */
+        int rc = VRAM_EBACKEND;
+        if (ev) {
+            p->st.backend_calls_total++;
+            rc = vram__backend_stream_wait(p->backend, ss->handle, ev);
+        }
+        if (rc) {
+            if (ev) {
+                p->st.backend_failures_total++;
+                vram_log(VRAM_LOG_WARN, "pool \"%s\": stream %p cannot wait on the device for "
+                                         "stream %p's frees (%s); they stay pending",
+                          p->name, ss->handle, from->handle, vram_last_error());
+            }
+            vram__tlsf_insert(&from->own[b->region], b);
+            return VRAM_ENOMEM;
+        }
+        p->st.stream_waits_total++;
+        *out = pending_claim(p, from, b, size);
+        return 0;
+    }
+    return VRAM_ENOMEM;
 }
 
 /* Release the blocks of the stream's events that completed, oldest first
