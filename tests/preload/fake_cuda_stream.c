@@ -273,6 +273,25 @@ CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
     return event_record(hEvent, hStream);
 }
 
+/* Work is done when issued, so a stream waiting for an event has nothing to
+ * wait for: what is checked is the same as for a record. */
+static CUresult stream_wait(CUstream s, CUevent ev, unsigned flags)
+{
+    return flags & ~1u ? CUDA_ERROR_INVALID_VALUE : event_record(ev, s);
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FC_ENTER(cuStreamWaitEvent);
+    return stream_wait(hStream, hEvent, Flags);
+}
+
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FC_ENTER(cuStreamWaitEvent_ptsz);
+    return stream_wait(hStream, hEvent, Flags);
+}
+
 static CUresult event_wait(CUevent ev, int sync)
 {
     fc_lock();

@@ -126,6 +126,8 @@
     X(cuEventRecord, 7000, cuEventRecord_ptsz, PTSZ)                                               \
     X(cuEventQuery, 2000, cuEventQuery, N)                                                         \
     X(cuEventSynchronize, 2000, cuEventSynchronize, N)                                             \
+    X(cuStreamWaitEvent, 3020, cuStreamWaitEvent, N)                                               \
+    X(cuStreamWaitEvent, 7000, cuStreamWaitEvent_ptsz, PTSZ)                                       \
     /* stream-ordered allocation and pools */                                                      \
     X(cuMemAllocAsync, 11020, cuMemAllocAsync, N)                                                  \
     X(cuMemAllocAsync, 11020, cuMemAllocAsync_ptsz, PTSZ)                                          \
