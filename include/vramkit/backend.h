@@ -8,7 +8,8 @@
  * Events are optional: a backend without them (sim, host) lets the pool model
  * event completion itself (see vramkit/pool.h).
  *
- * Built in: "sim" (a simulated device: addresses and a capacity, no bytes),
+ * Built in: "sim" (a simulated device: addresses and a capacity, no bytes;
+ * events only on request, see VRAM_SIM_EVENTS_DONE),
  * "host" (ordinary memory: mmap'd segments, or an mmap'd range mapped with
  * mprotect), and on a GPU "cuda" (segments from cuMemAlloc), "cuda_async"
  * (segments from cuMemAllocFromPoolAsync on a driver pool of vramkit's own,
@@ -111,7 +112,18 @@ typedef struct vram_backend_opts {
                              outlive the backend, and its last close refuses
                              while the backend lives); NULL opens device
                              VRAM_DEVICE for the backend's lifetime */
+    int sim_events;       /* sim: VRAM_SIM_EVENTS_* (0: VRAM_SIM_EVENTS) */
 } vram_backend_opts;
+
+/* Events of the sim backend (vram_backend_opts.sim_events). NONE: it has
+ * none, and a pool models their completion (a free is complete once its
+ * stream's next operation reaches the pool). DONE: real events that are
+ * complete as soon as they are recorded, and device waits that succeed: a
+ * GPU with no work queued, as in a trace replay on one, so that a replay on
+ * the sim predicts what the pool's event paths do there. */
+#define VRAM_SIM_EVENTS_CONFIG 0
+#define VRAM_SIM_EVENTS_NONE 1
+#define VRAM_SIM_EVENTS_DONE 2
 
 /* Counters every backend keeps (the wrapper counts, not the implementation). */
 typedef struct vram_backend_stats {
@@ -125,7 +137,7 @@ typedef struct vram_backend_stats {
 } vram_backend_stats;
 
 /* Defaults: capacity VRAM_CAPACITY, granularity VRAM_GRANULARITY, device
- * NULL. Returns 0 or VRAM_EINVAL when a variable is malformed (its default
+ * NULL, sim_events VRAM_SIM_EVENTS. Returns 0 or VRAM_EINVAL when a variable is malformed (its default
  * is kept) or opts is NULL. */
 VRAM_API int vram_backend_opts_init(vram_backend_opts *opts);
 

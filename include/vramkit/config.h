@@ -47,6 +47,8 @@ extern "C" {
       "vmm: unit in which physical memory is mapped")                          \
     X(CAPACITY, capacity, SIZE, "140GiB", "",                                  \
       "sim and host: bytes of device memory the backend can hand out")         \
+    X(SIM_EVENTS, sim_events, CHOICE, "none", "none|done",                     \
+      "sim: no events (the pool models them) or events done once recorded")   \
     X(POOL_LIMIT, pool_limit, SIZE, "0", "",                                   \
       "most memory a pool holds (0: the device's free memory less a margin)") \
     X(DECAY_MS, decay_ms, SIZE, "10000", "",                                   \

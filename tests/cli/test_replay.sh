@@ -123,6 +123,30 @@ assert s["granularity"] == 4 << 20 and s["limit_ratio"] == 1.05 and s["timing_ru
 assert r["limit_bytes"] > 0 and r["peak_reserved_bytes"] <= r["limit_bytes"], r
 PY
 
+# The sim with events done once recorded (a GPU with nothing queued): the
+# pool's event paths on a two-stream trace, said in the settings, no request
+# refused, and every event it recorded released (the sim reports any left).
+multi=$src/data/traces/frcnn_mbv3_2streams.csv.gz
+"$vramkit" replay --runs 1 --decay-ms 0 --sim-events done "$multi" >"$tmp/ev.txt" 2>"$tmp/ev.err"
+grep -q "^settings: backend sim (events done once recorded), policy vmm" "$tmp/ev.txt" ||
+  fail "sim events settings: $(head -1 "$tmp/ev.txt")"
+if grep -q "never released" "$tmp/ev.err"; then fail "events left over: $(cat "$tmp/ev.err")"; fi
+"$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done "$multi" >"$tmp/ev.json"
+VRAM_SIM_EVENTS=done "$vramkit" replay --json --runs 1 --decay-ms 0 "$multi" >"$tmp/ev_env.json"
+"$vramkit" replay --json --runs 1 --decay-ms 0 "$multi" >"$tmp/noev.json"
+python3 - "$tmp/ev.json" "$tmp/ev_env.json" "$tmp/noev.json" <<'PY' || fail "sim events JSON"
+import json, sys
+ev, env, noev = (json.loads(open(p).readline()) for p in sys.argv[1:])
+assert ev["settings"]["sim_events"] == "done" and env["settings"]["sim_events"] == "done", ev["settings"]
+assert noev["settings"]["sim_events"] == "none", noev["settings"]
+for r in (ev, noev):
+    assert r["failed_allocs"] == 0 and "stream_waits" in r and "event_waits" in r, r
+# The option and the variable are the same replay: the same placement.
+assert ev["peak_reserved_bytes"] == env["peak_reserved_bytes"], (ev, env)
+# With events the second stream's arrival waits once for the first's work.
+assert ev["event_waits"] >= 1 and noev["event_waits"] == 0, (ev["event_waits"], noev["event_waits"])
+PY
+
 # Malformed traces fail with the line number.
 printf 'Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x1000,256,0\n0,12:00:00.000002,free,0x2000,256,0\n' >"$tmp/bad.csv"
 if "$vramkit" replay "$tmp/bad.csv" 2>"$tmp/bad.err"; then fail "malformed trace accepted"; fi
@@ -148,6 +172,7 @@ usage_case "--granularity: 3K is not a power of two" --granularity 3K "${traces[
 usage_case '--capacity: size "12X" has an unknown unit' --capacity 12X "${traces[0]}"
 usage_case "unknown option --granularty (did you mean --granularity?)" --granularty 4M "${traces[0]}"
 usage_case "--limit-ratio: 2000 is outside 0 .. 1000" --limit-ratio 2000 "${traces[0]}"
+usage_case '--sim-events: "maybe" is not one of none|done' --sim-events maybe "${traces[0]}"
 usage_case "no trace given"
 
 # --compare needs a GPU backend; without a GPU a GPU backend says why.

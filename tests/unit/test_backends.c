@@ -471,6 +471,68 @@ static void test_create_validation(void **state)
 /* A NULL name and a pool made without a backend take VRAM_BACKEND, GPU
  * backends too: under vmm a pool is a vmm pool or an error, never the
  * simulator. */
+/* The sim's events (VRAM_SIM_EVENTS_DONE): off by default and by the
+ * configuration's "none"; on request, real events done once recorded and
+ * device waits that succeed, driving a pool's event paths: a free on one of
+ * two streams is pending until an event covering it is found complete. */
+static void test_sim_events(void **state)
+{
+    (void)state;
+    vram_backend *b = make("sim", 1 * GiB, 2 * MiB);
+    assert_int_equal(vram_backend_caps(b) & VRAM_BACKEND_EVENTS, 0);
+    assert_int_equal(vram__backend_has_stream_wait(b), 0);
+    assert_int_equal(vram_backend_destroy(b), 0);
+
+    vram_backend_opts o;
+    assert_int_equal(vram_backend_opts_init(&o), 0);
+    assert_int_equal(o.sim_events, VRAM_SIM_EVENTS_NONE);
+    o.sim_events = 7;
+    expect_fail(vram_backend_create("sim", &o, &b), VRAM_EINVAL, "sim_events 7");
+    assert_null(b);
+
+    assert_int_equal(vram_config_set("sim_events", "done"), 0);
+    assert_int_equal(vram_backend_opts_init(&o), 0);
+    assert_int_equal(o.sim_events, VRAM_SIM_EVENTS_DONE);
+    o.capacity = 1 * GiB;
+    assert_int_equal(vram_backend_create("sim", &o, &b), 0);
+    assert_int_not_equal(vram_backend_caps(b) & VRAM_BACKEND_EVENTS, 0);
+    assert_int_equal(vram__backend_has_stream_wait(b), 1);
+    void *ev = NULL;
+    assert_int_equal(vram__backend_event_record(b, (vram_stream)(uintptr_t)3, &ev), 0);
+    assert_non_null(ev);
+    assert_int_equal(vram__backend_event_query(b, ev), 1);
+    assert_int_equal(vram__backend_event_wait(b, ev), 0);
+    assert_int_equal(vram__backend_stream_wait(b, (vram_stream)(uintptr_t)4, ev), 0);
+    b->ops->event_release(b->self, ev);
+    int bogus = 0;
+    expect_fail(vram__backend_event_query(b, &bogus), VRAM_EINVAL, "no live event");
+
+    vram_pool_opts po;
+    assert_int_equal(vram_pool_opts_init(&po), 0);
+    po.backend = b;
+    po.decay_ms = 0;
+    vram_pool *pool;
+    assert_int_equal(vram_pool_create(&po, &pool), 0);
+    vram_stream s1 = (vram_stream)(uintptr_t)1, s2 = (vram_stream)(uintptr_t)2;
+    void *x, *y, *z;
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER, s1, &x), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER, s2, &y), 0);
+    assert_int_equal(vram_pool_free(pool, x, s1), 0);
+    vram_pool_stats st;
+    assert_int_equal(vram_pool_stats_counters(pool, &st), 0);
+    assert_int_equal(st.pending_bytes, 8 * MiB); /* waits for an event, even on s1's next op */
+    assert_int_equal(vram_pool_alloc(pool, 4 * KiB, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER, s1, &z), 0);
+    assert_int_equal(vram_pool_free(pool, z, s1), 0);
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0); /* records, finds it done */
+    assert_int_equal(vram_pool_stats_counters(pool, &st), 0);
+    assert_int_equal(st.pending_bytes, 0);
+    assert_int_equal(vram_pool_free(pool, y, s2), 0);
+    assert_int_equal(vram_pool_destroy(pool), 0);
+    assert_int_equal(vram_backend_destroy(b), 0);
+    vram_config_reset();
+}
+
 static void test_configured_backend(void **state)
 {
     (void)state;
@@ -801,6 +863,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_host_segments_and_capacity, clean_config,
                                         clean_config),
         cmocka_unit_test_setup_teardown(test_create_validation, clean_config, clean_config),
+        cmocka_unit_test_setup_teardown(test_sim_events, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_configured_backend, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_create_custom, clean_config, clean_config),
         cmocka_unit_test_setup_teardown(test_faulty_window, clean_config, clean_config),

@@ -22,6 +22,10 @@ int vram_replay_opts_init(vram_replay_opts *o)
     o->oom_dir = vram_config_get()->oom_dir;
     o->backend = "sim";
     o->timing_runs = 5;
+    vram_backend_opts bo;
+    if (!rc)
+        rc = vram_backend_opts_init(&bo);
+    o->sim_events = rc ? VRAM_SIM_EVENTS_NONE : bo.sim_events;
     return rc;
 }
 
@@ -41,7 +45,7 @@ static int make_pool(run_ctx *c, const vram_replay_opts *o, int measured, vram_p
 {
     vram_backend *b;
     vram_backend_opts bo = {.capacity = o->capacity, .granularity = o->pool.granularity,
-                            .device = c->dev};
+                            .device = c->dev, .sim_events = o->sim_events};
     int rc = vram_backend_create(o->backend ? o->backend : "sim", &bo, &b);
     if (rc)
         return rc;
@@ -144,6 +148,8 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
     r->peak_reserved_bytes = st.peak_reserved_bytes;
     r->limit_bytes = st.limit_bytes;
     r->backend_calls = st.backend_calls_total;
+    r->stream_waits = st.stream_waits_total;
+    r->event_waits = st.event_waits_total;
     r->peak_driver_bytes = used_peak;
     if (r->peak_live_bytes) {
         r->reserved_ratio = (double)r->peak_reserved_bytes / (double)r->peak_live_bytes;

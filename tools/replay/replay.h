@@ -26,6 +26,8 @@ typedef struct vram_replay_opts {
     int skip_malloc;       /* do not time glibc malloc */
     double limit_ratio;    /* > 0: the pool's limit is this times the trace's
                               peak live bytes (as requested); else pool.limit */
+    int sim_events;        /* sim: VRAM_SIM_EVENTS_* (vram_replay_opts_init:
+                              VRAM_SIM_EVENTS) */
 } vram_replay_opts;
 
 typedef struct vram_replay_result {
@@ -41,6 +43,9 @@ typedef struct vram_replay_result {
     uint64_t peak_live_pending_bytes;
     double floor_ratio;       /* peak_live_pending_bytes / peak_live_bytes */
     uint64_t backend_calls;   /* in the first (measured) run */
+    /* Of the measured run, with events: blocks taken from another stream's
+     * frees with a device wait, and host waits for events. */
+    uint64_t stream_waits, event_waits;
     uint64_t failed_allocs;   /* requests the pool refused */
     double ns_per_op;         /* host ns per event, median of timing_runs, each on a
                                  fresh pool (cold: growth included) */

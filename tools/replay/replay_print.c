@@ -33,6 +33,12 @@ static uint64_t capacity_of(const vram_replay_opts *o)
 
 static const char *backend_of(const vram_replay_opts *o) { return o->backend ? o->backend : "sim"; }
 
+/* Whether the replay's backend is the sim with events done once recorded. */
+static int sim_with_events(const vram_replay_opts *o)
+{
+    return strcmp(backend_of(o), "sim") == 0 && o->sim_events == VRAM_SIM_EVENTS_DONE;
+}
+
 int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, void *ctx,
                              unsigned flags)
 {
@@ -49,11 +55,11 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
     else
         snprintf(lim, sizeof lim, "the device's free memory");
     int n = snprintf(line, sizeof line,
-                     "settings: backend %s, policy %s, granularity %s, capacity %s, limit %s, "
+                     "settings: backend %s%s, policy %s, granularity %s, capacity %s, limit %s, "
                      "decay %llu ms (keeping %s), map chunk %s, huge size %s, stream reuse %s, "
                      "%u timed runs\n",
-                     backend_of(o), vram_policy_name(p->policy),
-                     vram_size_format(g, sizeof g, p->granularity),
+                     backend_of(o), sim_with_events(o) ? " (events done once recorded)" : "",
+                     vram_policy_name(p->policy), vram_size_format(g, sizeof g, p->granularity),
                      cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
                      (unsigned long long)p->decay_ms, vram_size_format(rm, sizeof rm, p->retain_min),
                      vram_size_format(mc, sizeof mc, p->map_chunk),
@@ -98,6 +104,8 @@ static cJSON *settings_json(const vram_replay_opts *o)
     const vram_pool_opts *p = &o->pool;
     uint64_t cap = capacity_of(o);
     cJSON_AddStringToObject(s, "backend", backend_of(o));
+    if (strcmp(backend_of(o), "sim") == 0)
+        cJSON_AddStringToObject(s, "sim_events", sim_with_events(o) ? "done" : "none");
     cJSON_AddStringToObject(s, "policy", vram_policy_name(p->policy));
     cJSON_AddNumberToObject(s, "granularity", (double)p->granularity);
     if (cap)
@@ -137,6 +145,8 @@ static int print_json(const vram_replay_row *row, vram_write_fn write, void *ctx
         cJSON_AddNumberToObject(o, "floor_ratio", r->floor_ratio);
         cJSON_AddNumberToObject(o, "fragmentation_at_peak", r->fragmentation_at_peak);
         cJSON_AddNumberToObject(o, "backend_calls", (double)r->backend_calls);
+        cJSON_AddNumberToObject(o, "stream_waits", (double)r->stream_waits);
+        cJSON_AddNumberToObject(o, "event_waits", (double)r->event_waits);
         cJSON_AddNumberToObject(o, "ns_per_op", r->ns_per_op);
         cJSON_AddNumberToObject(o, "warm_ns_per_op", r->warm_ns_per_op);
         cJSON_AddNumberToObject(o, "warm_backend_calls", r->warm_backend_calls);

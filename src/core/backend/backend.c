@@ -76,7 +76,9 @@ int vram_backend_opts_init(vram_backend_opts *o)
     int rc = vram_config_load();
     const vram_config *c = vram_config_get();
     *o = (vram_backend_opts){.size = sizeof *o, .capacity = c->capacity,
-                             .granularity = c->granularity};
+                             .granularity = c->granularity,
+                             .sim_events = c->sim_events ? VRAM_SIM_EVENTS_DONE
+                                                         : VRAM_SIM_EVENTS_NONE};
     return rc;
 }
 
@@ -128,8 +130,16 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
     const vram_backend_ops *ops;
     void *self;
     vram_device *device = NULL;
+    int sim_events = opts->sim_events;
+    if (sim_events == VRAM_SIM_EVENTS_CONFIG)
+        sim_events = cfg->sim_events ? VRAM_SIM_EVENTS_DONE : VRAM_SIM_EVENTS_NONE;
+    if (sim_events != VRAM_SIM_EVENTS_NONE && sim_events != VRAM_SIM_EVENTS_DONE)
+        return vram__fail(VRAM_EINVAL,
+                          "sim_events %d is none of VRAM_SIM_EVENTS_CONFIG (0), _NONE (1), _DONE (2)",
+                          sim_events);
     if (type == VRAM_BACKEND_TYPE_SIM)
-        rc = vram__backend_sim_new(capacity, gran, &ops, &self);
+        rc = vram__backend_sim_new(capacity, gran, sim_events == VRAM_SIM_EVENTS_DONE, &ops,
+                                   &self);
     else if (type == VRAM_BACKEND_TYPE_HOST)
         rc = vram__backend_host_new(capacity, gran, &ops, &self);
     else

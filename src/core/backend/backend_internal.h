@@ -23,8 +23,9 @@ struct vram_backend {
     _Atomic int users; /* pools using it */
 };
 
-/* Built-in implementations: fill *ops and *self. */
-int vram__backend_sim_new(uint64_t capacity, uint64_t granularity,
+/* Built-in implementations: fill *ops and *self (sim: with events that are
+ * done once recorded when `events`). */
+int vram__backend_sim_new(uint64_t capacity, uint64_t granularity, int events,
                           const vram_backend_ops **ops, void **self);
 int vram__backend_host_new(uint64_t capacity, uint64_t granularity,
                            const vram_backend_ops **ops, void **self);
