@@ -59,6 +59,8 @@ extern "C" {
       "free blocks compared for the lowest address (0: size classes only)")   \
     X(STREAM_REUSE, stream_reuse, CHOICE, "wait", "wait|completed",            \
       "another stream's free: taken at once, waited for on the device, or once complete") \
+    X(STREAM_RECLAIM, stream_reclaim, CHOICE, "need", "need|large",            \
+      "completed frees of other streams rejoin when new memory is needed, or also before large requests") \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
     X(LARGE_ROUND, large_round, SIZE, "4KiB", "",                               \

@@ -153,6 +153,14 @@ typedef struct vram_pool_opts {
                                stream waiting for it on the device, rather
                                than new memory (1, VRAM_STREAM_REUSE=wait); 0:
                                only once complete (=completed) */
+    int reclaim_large;      /* backends with events, several streams: before a
+                               request above small_size is placed on new
+                               memory or carves a block much larger than
+                               itself, the frees of every stream whose work
+                               completed rejoin the shared free space (an
+                               event record and query per stream each time;
+                               1, VRAM_STREAM_RECLAIM=large); 0 (=need): only
+                               when new memory would be taken */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

@@ -145,6 +145,18 @@ for r in (ev, noev):
 assert ev["peak_reserved_bytes"] == env["peak_reserved_bytes"], (ev, env)
 # With events the second stream's arrival waits once for the first's work.
 assert ev["event_waits"] >= 1 and noev["event_waits"] == 0, (ev["event_waits"], noev["event_waits"])
+assert ev["settings"]["stream_reclaim"] == "need", ev["settings"]
+PY
+# Completed frees rejoining before large requests: said in the settings;
+# the events recorded for it are backend calls of the measured run.
+"$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done --stream-reclaim large "$multi" \
+  >"$tmp/rl.json" 2>"$tmp/rl.err"
+if grep -q "never released" "$tmp/rl.err"; then fail "events left over: $(cat "$tmp/rl.err")"; fi
+python3 - "$tmp/rl.json" "$tmp/ev.json" <<'PY' || fail "stream reclaim JSON"
+import json, sys
+rl, ev = (json.loads(open(p).readline()) for p in sys.argv[1:])
+assert rl["settings"]["stream_reclaim"] == "large" and rl["failed_allocs"] == 0, rl
+assert rl["backend_calls"] > ev["backend_calls"], (rl["backend_calls"], ev["backend_calls"])
 PY
 
 # Malformed traces fail with the line number.
@@ -173,6 +185,7 @@ usage_case '--capacity: size "12X" has an unknown unit' --capacity 12X "${traces
 usage_case "unknown option --granularty (did you mean --granularity?)" --granularty 4M "${traces[0]}"
 usage_case "--limit-ratio: 2000 is outside 0 .. 1000" --limit-ratio 2000 "${traces[0]}"
 usage_case '--sim-events: "maybe" is not one of none|done' --sim-events maybe "${traces[0]}"
+usage_case '--stream-reclaim: "often" is not one of need|large' --stream-reclaim often "${traces[0]}"
 usage_case "no trace given"
 
 # --compare needs a GPU backend; without a GPU a GPU backend says why.

@@ -26,6 +26,7 @@ import sys
 MAX_WARM_VS_ASYNC = 0.25  # vramkit warm ns/op against cudaMallocAsync warm
 MAX_COLD_VS_ASYNC = 1.0   # vramkit cold ns/op against cudaMallocAsync cold
 BASELINE = "cudaMallocAsync"
+ALT_LABEL = "vramkit-large"  # the pool with VRAM_STREAM_RECLAIM=large
 
 
 def fail_usage(msg):
@@ -159,10 +160,10 @@ def ratio_check(name, mine, theirs, factor, unit, spec="%.1f"):
                  "ratio %.3f (at most %g): %s %s" % (mine / theirs, factor, shown, unit))
 
 
-def checks_no_limit(rows):
-    v = vramkit_row(rows, "vramkit", True)
+def checks_no_limit(rows, label="vramkit"):
+    v = vramkit_row(rows, label, True)
     a = driver_row(rows, BASELINE, "vramkit")
-    missing = "not measured: no %s row" % ("vramkit (limit_ratio 0)" if not v else BASELINE)
+    missing = "not measured: no %s row" % ("%s (limit_ratio 0)" % label if not v else BASELINE)
     if not v or not a:
         return [check(n, None, lim, None, missing) for n, lim in (
             ("held <= %s held" % BASELINE, 1.0),
@@ -244,7 +245,11 @@ def settings_text(r):
     else:
         what = "default limit"
     decay = num(s, "decay_ms")
-    return what if decay is None else what + ", decay %.0f ms" % decay
+    if decay is not None:
+        what += ", decay %.0f ms" % decay
+    if s.get("stream_reclaim") == "large":
+        what += ", stream reclaim large"
+    return what
 
 
 def table_rows(rows):
@@ -293,6 +298,11 @@ def page(a, by, notes):
         lines.append("")
         cs = checks_no_limit(rows)
         lines += [check_line(c) for c in cs]
+        if any(l == ALT_LABEL for l, _ in rows):
+            lines += ["", "The same with other streams' completed frees rejoining before large "
+                      "requests (%s, VRAM_STREAM_RECLAIM=large; not in the summary):" % ALT_LABEL,
+                      ""]
+            lines += [check_line(c) for c in checks_no_limit(rows, ALT_LABEL)]
         lines += ["", "Checks, limit 1.05 x peak live (vramkit-1.05):", ""]
         cl = checks_limit(rows, a.tolerance)
         lines += [check_line(c) for c in cl]

@@ -33,7 +33,10 @@ static void run(const char *backend, vram_policy policy, int waits)
     po.backend = b;
     po.policy = policy;
     po.stream_waits = waits;
-    po.map_chunk = 0; /* no spare mapped memory: c can only get x or new memory */
+    /* No spare memory: c can only get x or new memory (vmm: no chunk mapped
+     * beyond a block; segments: a segment of exactly 8 MiB, no rest). */
+    po.map_chunk = 0;
+    po.segment_medium = 8 * MiB;
     vram_pool *p;
     assert_int_equal(vram_pool_create(&po, &p), 0);
     vram_stream a, c;

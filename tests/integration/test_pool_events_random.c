@@ -15,7 +15,9 @@
  * blocks exactly and the bytes freed while alone in free blocks. A further
  * mode gives the fake stream_wait_event and the pool its stream waits: the
  * stream rule then also lets bytes freed on a stream R at t go to a stream W
- * that waited on the device for an event recorded on R after t.
+ * that waited on the device for an event recorded on R after t; a last one
+ * adds the pool's reclaim_large (events recorded and queried before large
+ * requests).
  * VRAM_TEST_SEED=<n> runs one seed; VRAM_TEST_QUICK=1 runs fewer
  * operations; VRAM_TEST_VERBOSE=1 prints the library's log lines and a
  * summary of each run. */
@@ -605,8 +607,10 @@ static uint64_t rm_wait_reuses, rm_stream_waits, rm_stream_wait_failures;
  * with records failing now and then, and on some seeds the first join
  * refused (its record or its wait fails); RM_SINGLE: one stream alone;
  * RM_STREAM_WAITS: as RM_EVENTS with the fake's stream_wait_event and the
- * pool's stream_waits 1, a stream wait failing now and then. */
-enum { RM_EVENTS, RM_FAILED_RECORDS, RM_SINGLE, RM_STREAM_WAITS };
+ * pool's stream_waits 1, a stream wait failing now and then;
+ * RM_RECLAIM_LARGE: that with the pool's reclaim_large 1 (large requests let
+ * the completed frees rejoin first). */
+enum { RM_EVENTS, RM_FAILED_RECORDS, RM_SINGLE, RM_STREAM_WAITS, RM_RECLAIM_LARGE };
 
 static void run_random(vram_policy policy, uint64_t seed, uint64_t n_ops, int mode)
 {
@@ -614,7 +618,7 @@ static void run_random(vram_policy policy, uint64_t seed, uint64_t n_ops, int mo
     memset(&m, 0, sizeof m);
     m.seed = seed;
     int record_failures = mode == RM_FAILED_RECORDS;
-    m.stream_waits = mode == RM_STREAM_WAITS;
+    m.stream_waits = mode == RM_STREAM_WAITS || mode == RM_RECLAIM_LARGE;
     m.n_streams = mode == RM_SINGLE ? 1 : RM_STREAMS;
     m.stream0 = mode == RM_SINGLE && seed % 2 == 0 ? 5 : 0; /* 0: the default stream */
     snprintf(m.where, sizeof m.where, "policy %s, seed %" PRIu64 " (VRAM_TEST_SEED=%" PRIu64 ")",
@@ -636,10 +640,11 @@ static void run_random(vram_policy policy, uint64_t seed, uint64_t n_ops, int mo
         opt_limit = 96 * MiB;
     }
     opt_stream_wait_event = m.stream_waits;
+    opt_reclaim_large = mode == RM_RECLAIM_LARGE;
     world_open(&m.w, policy, 64 * MiB, seed % 2 ? 16 * MiB : 0);
     opt_map_chunk = opt_large_round = 0;
     opt_limit = 0;
-    opt_stream_wait_event = 0;
+    opt_stream_wait_event = opt_reclaim_large = 0;
     m.w.f.query_mode = Q_FLAG;
     /* One stream alone first, for up to 400 operations. */
     m.lead = m.stream0 + (unsigned)rng_below(&rng, m.n_streams);
@@ -759,7 +764,8 @@ static void random_seeds(void **state, int mode)
                  "weak");
     if (mode != RM_SINGLE && !rm_join_reuses)
         fail_msg("no byte freed before the join went to another stream: the test is too weak");
-    if (mode == RM_STREAM_WAITS && (!rm_wait_reuses || !rm_stream_wait_failures))
+    if ((mode == RM_STREAM_WAITS || mode == RM_RECLAIM_LARGE) &&
+        (!rm_wait_reuses || !rm_stream_wait_failures))
         fail_msg("%" PRIu64 " reuses after a wait on the device alone (%" PRIu64 " stream waits, "
                  "%" PRIu64 " failed): the test is too weak",
                  rm_wait_reuses, rm_stream_waits, rm_stream_wait_failures);
@@ -783,6 +789,10 @@ static void test_random_single_stream(void **state) { random_seeds(state, RM_SIN
  * before new memory (some of the waits fail: the frees stay pending). */
 static void test_random_stream_waits(void **state) { random_seeds(state, RM_STREAM_WAITS); }
 
+/* The same with large requests letting the completed frees of every stream
+ * rejoin the shared free space first (reclaim_large). */
+static void test_random_reclaim_large(void **state) { random_seeds(state, RM_RECLAIM_LARGE); }
+
 int main(void)
 {
 #define BOTH(fn)                                                                                   \
@@ -792,6 +802,7 @@ int main(void)
         BOTH(test_random_failed_records),
         BOTH(test_random_single_stream),
         BOTH(test_random_stream_waits),
+        BOTH(test_random_reclaim_large),
     };
 #undef BOTH
     vram_log_set_handler(log_capture, NULL);

@@ -57,14 +57,15 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
     int n = snprintf(line, sizeof line,
                      "settings: backend %s%s, policy %s, granularity %s, capacity %s, limit %s, "
                      "decay %llu ms (keeping %s), map chunk %s, huge size %s, stream reuse %s, "
-                     "%u timed runs\n",
+                     "stream reclaim %s, %u timed runs\n",
                      backend_of(o), sim_with_events(o) ? " (events done once recorded)" : "",
                      vram_policy_name(p->policy), vram_size_format(g, sizeof g, p->granularity),
                      cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
                      (unsigned long long)p->decay_ms, vram_size_format(rm, sizeof rm, p->retain_min),
                      vram_size_format(mc, sizeof mc, p->map_chunk),
                      p->huge_size ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
-                     p->stream_waits ? "wait" : "completed", o->timing_runs ? o->timing_runs : 5);
+                     p->stream_waits ? "wait" : "completed", p->reclaim_large ? "large" : "need",
+                     o->timing_runs ? o->timing_runs : 5);
     int rc = emit(write, ctx, line, n);
     if (rc)
         return rc;
@@ -119,6 +120,7 @@ static cJSON *settings_json(const vram_replay_opts *o)
     cJSON_AddNumberToObject(s, "map_chunk", (double)p->map_chunk);
     cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
     cJSON_AddStringToObject(s, "stream_reuse", p->stream_waits ? "wait" : "completed");
+    cJSON_AddStringToObject(s, "stream_reclaim", p->reclaim_large ? "large" : "need");
     cJSON_AddNumberToObject(s, "timing_runs", o->timing_runs ? o->timing_runs : 5);
     return s;
 }

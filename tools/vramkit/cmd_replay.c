@@ -50,6 +50,7 @@ int cmd_replay(int argc, char **argv)
     uint64_t runs = 5, granularity = o.pool.granularity;
     const char *reuse = o.pool.stream_waits ? "wait" : "completed";
     const char *sim_events = o.sim_events == VRAM_SIM_EVENTS_DONE ? "done" : "none";
+    const char *reclaim = o.pool.reclaim_large ? "large" : "need";
     int json = 0, compare = 0, policy_given = 0;
     const cli_opt opts[] = {
         {"--policy", NULL, CLI_CHOICE, &policy, NULL, "placement policy (default: vmm where the "
@@ -73,6 +74,10 @@ int cmd_replay(int argc, char **argv)
          "GPU backends: another stream's free taken at once, waited for on the device, or "
          "once complete (default VRAM_STREAM_REUSE)",
          0, 0, "wait|completed"},
+        {"--stream-reclaim", NULL, CLI_CHOICE, &reclaim, NULL,
+         "with events: other streams' completed frees rejoin when new memory is needed, or "
+         "also before large requests (default VRAM_STREAM_RECLAIM)",
+         0, 0, "need|large"},
         {"--sim-events", NULL, CLI_CHOICE, &sim_events, NULL,
          "sim: no events (the pool models their completion) or events done once recorded, "
          "as a GPU with nothing queued (default VRAM_SIM_EVENTS)",
@@ -94,6 +99,7 @@ int cmd_replay(int argc, char **argv)
     o.timing_runs = (unsigned)runs;
     o.pool.granularity = granularity;
     o.pool.stream_waits = strcmp(reuse, "wait") == 0;
+    o.pool.reclaim_large = strcmp(reclaim, "large") == 0;
     o.sim_events = strcmp(sim_events, "done") == 0 ? VRAM_SIM_EVENTS_DONE : VRAM_SIM_EVENTS_NONE;
     int gpu = cli_backend_is_gpu(backend);
     if (policy_given)

@@ -1,8 +1,9 @@
 /* src/core/mem/place.c - placement, the same for every policy: take a free block
- * (the policy chooses it), let frees whose work completed join first when it
- * would need new memory, grow when none fits, split off the rest, back it
- * with memory; return one (coalescing with free neighbours in its span,
- * telling the policy). Also the limit: room made before new memory. */
+ * (the policy chooses it, among the shared free space and, with events, the
+ * allocating stream's own frees), let frees whose work completed join first
+ * when it would need new memory, grow when none fits, split off the rest,
+ * back it with memory; return one (coalescing with free neighbours in its
+ * span, telling the policy). Also the limit: room made before new memory. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -120,6 +121,33 @@ static vram__block *take_reclaiming(vram_pool *p, uint64_t size, int region, int
     }
 }
 
+/* Whether placing `size` bytes at free block `b` carves it loosely: more
+ * than an eighth of them (or 4 KiB) would be left over. */
+static int fits_loosely(const vram__block *b, uint64_t size)
+{
+    return b->size - size > (size / 8 > 4096 ? size / 8 : 4096);
+}
+
+/* With events and several streams (reclaim_large, VRAM_STREAM_RECLAIM=
+ * large): before a large request lands on new memory or carves a block
+ * much larger than itself, frees whose work completed rejoin the shared
+ * free space (an event recorded on each stream with frees since its last,
+ * then the events queried), so that it is placed among all that is free,
+ * as if they had rejoined at once: each stream's frees, apart, cannot
+ * coalesce with the others', and large blocks then scatter. It costs an
+ * event record and query per stream each time. */
+static vram__block *take_rejoined(vram_pool *p, uint64_t size, int region, int pressed,
+                                  vram__block *b)
+{
+    if (!p->reclaim_large || !p->shared_streams || region == 0 || !p->st.pending_bytes ||
+        (b && !p->ops->needs_memory(p, b, size) && !fits_loosely(b, size)))
+        return b;
+    if (b)
+        vram__tlsf_insert(&p->free[region], b);
+    vram__streams_reclaim(p, 0);
+    return p->ops->take(p, size, region, pressed);
+}
+
 int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int pressed,
                     vram__stream_state *ss, vram__block **out)
 {
@@ -127,15 +155,20 @@ int vram__pool_take(vram_pool *p, uint64_t size, int region, vram_stream s, int 
         return VRAM_EHOSTMEM;
     const vram__policy_ops *ops = p->ops;
     vram__block *b = ops->take(p, size, region, pressed);
-    if (ss && (!b || ops->needs_memory(p, b, size))) {
-        /* The stream's own frees, whatever their fit, before new memory. */
-        vram__block *own;
-        if (vram__stream_take_own(p, ss, size, region, 0, &own) == 0) {
+    if (ss) {
+        b = take_rejoined(p, size, region, pressed, b);
+        /* The stream's own frees compete with the shared free space by
+         * address, as free blocks do in the policy's placement; they win
+         * where the shared one would need new memory. */
+        vram__block *own = vram__stream_pick_own(p, ss, size, region);
+        if (own && (!b || ops->needs_memory(p, b, size) || own->addr < b->addr)) {
             if (b)
                 vram__tlsf_insert(&p->free[region], b);
-            *out = own;
+            *out = vram__stream_claim_own(p, ss, own, size);
             return 0;
         }
+        if (own)
+            vram__stream_unpick(ss, own);
     }
     if (p->has_events && p->st.pending_bytes && (!b || ops->needs_memory(p, b, size))) {
         b = take_reclaiming(p, size, region, pressed, b);

@@ -77,6 +77,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .decay_ms = c->decay_ms,
         .place_candidates = (uint32_t)c->place_candidates,
         .stream_waits = c->stream_reuse == 0,
+        .reclaim_large = c->stream_reclaim == 1,
         .small_size = c->small_size,
         .large_round = c->large_round,
         .segment_small = c->segment_small,
@@ -241,6 +242,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->decay_ms = opts->decay_ms;
     p->place_candidates = opts->place_candidates;
     p->stream_waits = opts->stream_waits && vram__backend_has_stream_wait(p->backend);
+    p->reclaim_large = opts->reclaim_large;
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round
@@ -414,13 +416,7 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
         bsize = vram__align_up(bsize, p->granularity);
     }
     vram__block *b;
-    /* With events, the stream's own frees first where they fit tightly
-     * (carving a large one for a small request would strand the rest on
-     * this stream), then the shared free space, then its own in any fit. */
-    if (p->has_events && vram__stream_take_own(p, ss, bsize, region, 1, &b) == 0)
-        rc = 0;
-    else
-        rc = vram__pool_take(p, bsize, region, s, 0, p->has_events ? ss : NULL, &b);
+    rc = vram__pool_take(p, bsize, region, s, 0, p->has_events ? ss : NULL, &b);
     if (rc == VRAM_ENOMEM) {
         /* Memory is short: give back what is free, then wait for events. */
         uint64_t released = 0;

@@ -84,6 +84,10 @@ typedef struct vram__policy_ops {
     /* take: a free block for `size` in `region`, removed from the index, or
      * NULL (`pressed`: memory is short, place where the least is missing). */
     vram__block *(*take)(vram_pool *p, uint64_t size, int region, int pressed);
+    /* pick: the block `take` would choose, unpressed, among the free blocks
+     * of `index` (a stream's own frees; not the huge region), removed from
+     * it, or NULL. */
+    vram__block *(*pick)(vram_pool *p, vram__tlsf *index, uint64_t size);
     /* grow: new memory when no free block fits (0 with *out taken from it,
      * or the failure). */
     int (*grow)(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out);
@@ -183,6 +187,9 @@ struct vram_pool {
     unsigned place_candidates; /* free blocks compared for the lowest address */
     int stream_waits; /* another stream's pending frees may be taken, waited
                          for on the device (the option, and the backend can) */
+    int reclaim_large; /* with events and several streams: frees whose work
+                          completed rejoin the shared space before a large
+                          request is placed loosely or on new memory */
     uint64_t small_size, large_round, segment_small, segment_medium;
     uint64_t capacity;
 
@@ -315,10 +322,16 @@ void vram__decay_stop(vram_pool *p);
 /* streams.c */
 int vram__stream_begin(vram_pool *p, vram_stream s, vram__stream_state **out);
 int vram__stream_defer(vram_pool *p, vram__stream_state *ss, vram__block *b);
-/* With events: a block of `size` from the stream's own frees (0), or
- * VRAM_ENOMEM when it has none that large. */
-int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
-                          int tight, vram__block **out);
+/* With events: the block of the stream's own frees the policy would pick
+ * for `size`, taken out of its own index only (NULL: none that large); put
+ * back with vram__stream_unpick, or handed out as a live block of `size`
+ * with vram__stream_claim_own (a rest of a granule or more stays pending on
+ * the stream; the slab must have a descriptor reserved). */
+vram__block *vram__stream_pick_own(vram_pool *p, vram__stream_state *ss, uint64_t size,
+                                   int region);
+void vram__stream_unpick(vram__stream_state *ss, vram__block *b);
+vram__block *vram__stream_claim_own(vram_pool *p, vram__stream_state *ss, vram__block *b,
+                                    uint64_t size);
 /* With events the device can wait for (p->stream_waits) and several
  * streams: a block of `size` from another stream's frees whose event may not
  * have completed, stream `ss` made to wait for that event on the device

@@ -161,10 +161,15 @@ static uint64_t segments_decay(vram_pool *p, uint64_t before_ms, uint64_t *relea
     return free_held > p->retain_min ? oldest : UINT64_MAX;
 }
 
+static vram__block *segments_pick(vram_pool *p, vram__tlsf *index, uint64_t size)
+{
+    return vram__tlsf_take(index, size);
+}
+
 static vram__block *segments_take(vram_pool *p, uint64_t size, int region, int pressed)
 {
     (void)pressed;
-    return vram__tlsf_take(&p->free[region], size);
+    return segments_pick(p, &p->free[region], size);
 }
 
 static int segments_needs_memory(const vram_pool *p, const vram__block *b, uint64_t size)
@@ -230,6 +235,7 @@ const vram__policy_ops vram__segments_ops = {
     .init = segments_init,
     .destroy = segments_destroy,
     .take = segments_take,
+    .pick = segments_pick,
     .grow = segments_grow_take,
     .split = segments_split,
     .needs_memory = segments_needs_memory,

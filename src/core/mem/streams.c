@@ -3,8 +3,9 @@
  * streams may not reuse yet.
  *
  * With real events (VRAM_BACKEND_EVENTS) a block freed on stream s goes to
- * s's own free index, from which s's later allocations take first: work on
- * one stream runs in order, so s may reuse it at once. For the other streams
+ * s's own free index, which s's later allocations compare with the shared
+ * free space by address (the lower candidate wins, as placement does
+ * everywhere): work on one stream runs in order, so s may reuse it at once. For the other streams
  * it waits for an event. Events are recorded lazily, not at each free (a
  * cuEventRecord costs about a microsecond): only when an allocation would
  * otherwise take new memory from the backend does the pool record one event
@@ -278,23 +279,16 @@ static void defer_evented(vram_pool *p, vram__stream_state *ss, vram__block *b)
     fifo_append(ss, b);
 }
 
-/* Whether own pending block b serves *(uint64_t *)size bytes leaving at
- * most an eighth of them (or a granule) behind (a vram__tlsf_take_if
- * predicate). */
-static int fits_tightly(void *size, const vram__block *b)
+/* A pending block of `from` serving `size`, the one the policy would pick
+ * among them, taken out of its own index only; NULL if none. */
+static vram__block *pending_pick(vram_pool *p, vram__stream_state *from, uint64_t size,
+                                 int region)
 {
-    uint64_t want = *(const uint64_t *)size;
-    return b->size >= want && b->size - want <= (want / 8 > 4096 ? want / 8 : 4096);
-}
-
-/* A pending block of `from` serving `size` (tight: see fits_tightly),
- * taken out of its own index only; NULL if none. */
-static vram__block *pending_pick(vram__stream_state *from, uint64_t size, int region, int tight)
-{
+    if (!from->pending_head)
+        return NULL;
     if (region == VRAM__HUGE)
         return vram__tlsf_take_if(&from->own[region], size, vram__huge_fits, &size, 32);
-    return tight ? vram__tlsf_take_if(&from->own[region], size, fits_tightly, &size, 32)
-                 : vram__tlsf_take(&from->own[region], size);
+    return p->ops->pick(p, &from->own[region], size);
 }
 
 /* Hand out picked block b of `from` as a live block of `size`: out of the
@@ -320,16 +314,21 @@ static vram__block *pending_claim(vram_pool *p, vram__stream_state *from, vram__
     return b;
 }
 
-int vram__stream_take_own(vram_pool *p, vram__stream_state *ss, uint64_t size, int region,
-                          int tight, vram__block **out)
+vram__block *vram__stream_pick_own(vram_pool *p, vram__stream_state *ss, uint64_t size,
+                                   int region)
 {
-    if (!ss->pending_head || vram__block_reserve(&p->slab))
-        return VRAM_ENOMEM;
-    vram__block *b = pending_pick(ss, size, region, tight);
-    if (!b)
-        return VRAM_ENOMEM;
-    *out = pending_claim(p, ss, b, size);
-    return 0;
+    return pending_pick(p, ss, size, region);
+}
+
+void vram__stream_unpick(vram__stream_state *ss, vram__block *b)
+{
+    vram__tlsf_insert(&ss->own[b->region], b);
+}
+
+vram__block *vram__stream_claim_own(vram_pool *p, vram__stream_state *ss, vram__block *b,
+                                    uint64_t size)
+{
+    return pending_claim(p, ss, b, size);
 }
 
 /* Release every pending block of `ss` up to epoch `upto` to the shared free
@@ -394,7 +393,7 @@ int vram__stream_take_waiting(vram_pool *p, vram__stream_state *ss, uint64_t siz
         vram__stream_state *from = &p->streams[i];
         if (from == ss || !from->pending_head)
             continue;
-        vram__block *b = pending_pick(from, size, region, 0);
+        vram__block *b = pending_pick(p, from, size, region);
         if (!b)
             continue;
         void *ev = event_covering(p, from, b->seq); /* NULL: record_epoch said why */
@@ -410,7 +409,7 @@ int vram__stream_take_waiting(vram_pool *p, vram__stream_state *ss, uint64_t siz
                                          "stream %p's frees (%s); they stay pending",
                           p->name, ss->handle, from->handle, vram_last_error());
             }
-            vram__tlsf_insert(&from->own[b->region], b);
+            vram__stream_unpick(from, b);
             return VRAM_ENOMEM;
         }
         p->st.stream_waits_total++;

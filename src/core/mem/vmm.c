@@ -165,6 +165,12 @@ static int note_least(void *ctx, const vram__block *b)
     return 0; /* look at them all, take the best after */
 }
 
+/* The lowest address among the first few free blocks of `index` that fit. */
+static vram__block *vmm_pick(vram_pool *p, vram__tlsf *index, uint64_t size)
+{
+    return vram__tlsf_take_lowest(index, size, p->place_candidates);
+}
+
 /* A free block: huge ones from the free huge segments; otherwise the lowest
  * address among the first few that fit, or, when the limit is near or memory
  * short, the one whose first `size` bytes need the fewest new granules. */
@@ -179,7 +185,7 @@ static vram__block *vmm_take(vram_pool *p, uint64_t size, int region, int presse
             vram__tlsf_remove(&p->free[region], m.best);
         return m.best;
     }
-    return vram__tlsf_take_lowest(&p->free[region], size, p->place_candidates);
+    return vmm_pick(p, &p->free[region], size);
 }
 
 static int vmm_grow(vram_pool *p, uint64_t size, int region, vram_stream s, vram__block **out)
@@ -386,6 +392,7 @@ const vram__policy_ops vram__vmm_ops = {
     .init = vmm_init,
     .destroy = vmm_destroy,
     .take = vmm_take,
+    .pick = vmm_pick,
     .grow = vmm_grow,
     .split = vmm_split,
     .needs_memory = vmm_needs_memory,
