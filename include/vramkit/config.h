@@ -71,8 +71,8 @@ extern "C" {
       "segments: segment size for requests up to 10 MiB")                      \
     X(MAP_CHUNK, map_chunk, SIZE, "32MiB", "",                                 \
       "vmm: most bytes one mapping backs below a quarter of the limit") \
-    X(HUGE_SIZE, huge_size, SIZE, "0", "",                                    \
-      "vmm: requests this large get a mapping of their own (0: never)")       \
+    X(HUGE_SIZE, huge_size, SIZE, "16MiB", "",                                \
+      "vmm, under a pool limit: requests this large get a mapping of their own (0: never)") \
     X(DEVICE, device, SIZE, "0", "",                                           \
       "GPU backends: index of the CUDA device they open")                      \
     X(STACK_LIMIT, stack_limit, SIZE, "256", "",                               \

@@ -122,9 +122,13 @@ typedef struct vram_pool_opts {
     uint64_t map_chunk;     /* vmm: most bytes one mapping backs while the pool
                                holds under a quarter of its limit (a mapping is
                                unmapped only whole); 0: one granule */
-    uint64_t huge_size;     /* vmm, on backends with segments too: requests of
-                               at least this size get a mapping of their own,
-                               rounded to the granularity; 0: never */
+    uint64_t huge_size;     /* vmm, on backends with segments too, and with a
+                               limit given (opts.limit): requests of at least
+                               this size get a mapping of their own, rounded to
+                               the granularity, reused whole and given back
+                               when the limit needs room (16 MiB); 0: never.
+                               With no limit nothing would give them back,
+                               so they share the large region */
     uint64_t retain_min;    /* free bytes the decay leaves held */
     uint64_t limit;         /* most bytes held from the backend; 0: the device's
                                free memory at creation, less (GPU backends)

@@ -33,6 +33,13 @@ static uint64_t capacity_of(const vram_replay_opts *o)
 
 static const char *backend_of(const vram_replay_opts *o) { return o->backend ? o->backend : "sim"; }
 
+/* Huge blocks apart apply only under a limit of the pool's own. */
+static int huge_in_effect(const vram_replay_opts *o)
+{
+    return o->pool.policy == VRAM_POLICY_VMM && o->pool.huge_size &&
+           (o->limit_ratio > 0 || o->pool.limit);
+}
+
 /* Whether the replay's backend is the sim with events done once recorded. */
 static int sim_with_events(const vram_replay_opts *o)
 {
@@ -63,7 +70,7 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
                      cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
                      (unsigned long long)p->decay_ms, vram_size_format(rm, sizeof rm, p->retain_min),
                      vram_size_format(mc, sizeof mc, p->map_chunk),
-                     p->huge_size ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
+                     huge_in_effect(o) ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
                      p->stream_waits ? "wait" : "completed", p->reclaim_large ? "large" : "need",
                      o->timing_runs ? o->timing_runs : 5);
     int rc = emit(write, ctx, line, n);
@@ -118,7 +125,7 @@ static cJSON *settings_json(const vram_replay_opts *o)
     cJSON_AddNumberToObject(s, "decay_ms", (double)p->decay_ms);
     cJSON_AddNumberToObject(s, "retain_min", (double)p->retain_min);
     cJSON_AddNumberToObject(s, "map_chunk", (double)p->map_chunk);
-    cJSON_AddNumberToObject(s, "huge_size", (double)p->huge_size);
+    cJSON_AddNumberToObject(s, "huge_size", huge_in_effect(o) ? (double)p->huge_size : 0.0);
     cJSON_AddStringToObject(s, "stream_reuse", p->stream_waits ? "wait" : "completed");
     cJSON_AddStringToObject(s, "stream_reclaim", p->reclaim_large ? "large" : "need");
     cJSON_AddNumberToObject(s, "timing_runs", o->timing_runs ? o->timing_runs : 5);

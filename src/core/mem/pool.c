@@ -231,8 +231,11 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->has_events = (p->backend->ops->caps & VRAM_BACKEND_EVENTS) != 0;
     p->granule = opts->alignment > 256 ? opts->alignment : 256;
     p->granularity = opts->granularity ? opts->granularity : p->backend->granularity;
+    /* Huge blocks apart only under a limit of the pool's own: kept when free,
+     * only the limit's give-back returns them (without one, a workload of
+     * changing sizes would keep every size it saw). */
     p->huge_size = opts->policy == VRAM_POLICY_VMM &&
-                           (p->backend->ops->caps & VRAM_BACKEND_SEGMENTS)
+                           (p->backend->ops->caps & VRAM_BACKEND_SEGMENTS) && opts->limit
                        ? opts->huge_size
                        : 0;
     p->map_chunk = opts->map_chunk > p->granularity ? opts->map_chunk / p->granularity : 1;
