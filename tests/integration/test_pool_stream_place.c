@@ -134,16 +134,11 @@ static void test_rejoin_before_large(void **state)
 static void test_opts_stream_reclaim(void **state)
 {
     (void)state;
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", NULL).reclaim_large, 0);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "large").reclaim_large, 1);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "need").reclaim_large, 0);
+    unsetenv("VRAM_STREAM_RECLAIM");
     vram_pool_opts o;
-    unsetenv("VRAM_STREAM_RECLAIM");
-    assert_int_equal(vram_config_set("STREAM_RECLAIM", NULL), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.reclaim_large, 0);
-    setenv("VRAM_STREAM_RECLAIM", "large", 1);
-    assert_int_equal(vram_config_set("STREAM_RECLAIM", NULL), 0); /* the variable again */
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.reclaim_large, 1);
-    unsetenv("VRAM_STREAM_RECLAIM");
     assert_int_equal(vram_config_set("stream_reclaim", "need"), 0);
     vram_pool_opts_init(&o);
     assert_int_equal(o.reclaim_large, 0);

@@ -557,20 +557,11 @@ static void test_opts_before_stream_waits(void **state)
 static void test_opts_stream_reuse(void **state)
 {
     (void)state;
+    assert_int_equal(opts_with_env("VRAM_STREAM_REUSE", NULL).stream_waits, 1);
+    assert_int_equal(opts_with_env("VRAM_STREAM_REUSE", "completed").stream_waits, 0);
+    assert_int_equal(opts_with_env("VRAM_STREAM_REUSE", "wait").stream_waits, 1);
+    unsetenv("VRAM_STREAM_REUSE");
     vram_pool_opts o;
-    unsetenv("VRAM_STREAM_REUSE");
-    assert_int_equal(vram_config_set("STREAM_REUSE", NULL), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.stream_waits, 1);
-    setenv("VRAM_STREAM_REUSE", "completed", 1);
-    assert_int_equal(vram_config_set("STREAM_REUSE", NULL), 0); /* the variable again */
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.stream_waits, 0);
-    setenv("VRAM_STREAM_REUSE", "wait", 1);
-    assert_int_equal(vram_config_set("STREAM_REUSE", NULL), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.stream_waits, 1);
-    unsetenv("VRAM_STREAM_REUSE");
     assert_int_equal(vram_config_set("stream_reuse", "completed"), 0);
     vram_pool_opts_init(&o);
     assert_int_equal(o.stream_waits, 0);

@@ -205,6 +205,18 @@ int overlaps(const void *x, uint64_t xs, const void *y, uint64_t ys)
  * from zero,
  * EV(w, k) is the scenario's k-th event and w->st0 holds the pool's
  * counters, so that the scenario's assertions keep their meaning. */
+vram_pool_opts opts_with_env(const char *var, const char *value)
+{
+    if (value)
+        setenv(var, value, 1);
+    else
+        unsetenv(var);
+    assert_int_equal(vram_config_set(var + strlen("VRAM_"), NULL), 0); /* the variable again */
+    vram_pool_opts o;
+    vram_pool_opts_init(&o);
+    return o;
+}
+
 void go_shared(world *w, const unsigned *streams, size_t n)
 {
     fake *f = &w->f;
