@@ -597,18 +597,18 @@ static int fk_stream_wait(void *self, vram_stream s, void *h)
     return 0;
 }
 
+/* The members every table of the fake has. */
+#define FK_EVENT_OPS                                                                               \
+    .mem_info = fk_mem_info, .event_record = fk_record, .event_query = fk_query,                  \
+    .event_wait = fk_wait, .event_release = fk_ev_release
+#define FK_MAP_OPS .reserve = fk_reserve, .release = fk_release, .map = fk_map, .unmap = fk_unmap
+#define FK_SEGMENT_OPS .segment_alloc = fk_seg_alloc, .segment_free = fk_seg_free
+
 static const vram_backend_ops fk_vmm_ops = {
     .name = "fake-vmm",
     .caps = VRAM_BACKEND_MAP | VRAM_BACKEND_EVENTS,
-    .reserve = fk_reserve,
-    .release = fk_release,
-    .map = fk_map,
-    .unmap = fk_unmap,
-    .mem_info = fk_mem_info,
-    .event_record = fk_record,
-    .event_query = fk_query,
-    .event_wait = fk_wait,
-    .event_release = fk_ev_release,
+    FK_MAP_OPS,
+    FK_EVENT_OPS,
 };
 
 /* vmm with segments too: requests of huge_size bytes or more get a segment
@@ -616,29 +616,16 @@ static const vram_backend_ops fk_vmm_ops = {
 static const vram_backend_ops fk_vmm_huge_ops = {
     .name = "fake-vmm-huge",
     .caps = VRAM_BACKEND_MAP | VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_EVENTS,
-    .reserve = fk_reserve,
-    .release = fk_release,
-    .map = fk_map,
-    .unmap = fk_unmap,
-    .segment_alloc = fk_seg_alloc,
-    .segment_free = fk_seg_free,
-    .mem_info = fk_mem_info,
-    .event_record = fk_record,
-    .event_query = fk_query,
-    .event_wait = fk_wait,
-    .event_release = fk_ev_release,
+    FK_MAP_OPS,
+    FK_SEGMENT_OPS,
+    FK_EVENT_OPS,
 };
 
 static const vram_backend_ops fk_seg_ops = {
     .name = "fake-segments",
     .caps = VRAM_BACKEND_SEGMENTS | VRAM_BACKEND_EVENTS,
-    .segment_alloc = fk_seg_alloc,
-    .segment_free = fk_seg_free,
-    .mem_info = fk_mem_info,
-    .event_record = fk_record,
-    .event_query = fk_query,
-    .event_wait = fk_wait,
-    .event_release = fk_ev_release,
+    FK_SEGMENT_OPS,
+    FK_EVENT_OPS,
 };
 
 void fk_ops_init(vram_backend_ops *ops, vram_policy policy, int huge, int stream_waits)
