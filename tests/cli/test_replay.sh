@@ -159,6 +159,19 @@ assert rl["settings"]["stream_reclaim"] == "large" and rl["failed_allocs"] == 0,
 assert rl["backend_calls"] > ev["backend_calls"], (rl["backend_calls"], ev["backend_calls"])
 PY
 
+# A trace of one stream stays a pool of one stream: blocks still live at the
+# end of a pass are freed on the stream they were allocated on, so the warm
+# passes make no event call (a free on another stream would make the pool
+# shared, and the rejoin before the large request would record events).
+printf 'Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x1000,4194304,7\n0,12:00:00.000002,allocate,0x2000,4194304,7\n0,12:00:00.000003,free,0x1000,4194304,7\n0,12:00:00.000004,allocate,0x3000,8388608,7\n0,12:00:00.000005,free,0x3000,8388608,7\n' >"$tmp/one.csv"
+"$vramkit" replay --json --runs 2 --decay-ms 0 --sim-events done --stream-reclaim large "$tmp/one.csv" \
+  >"$tmp/one.json" || fail "one-stream trace"
+python3 - "$tmp/one.json" <<'PY' || fail "one-stream trace: $(cat "$tmp/one.json")"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["warm_backend_calls"] == 0 and r["event_waits"] == 0, (r["warm_backend_calls"], r["event_waits"])
+PY
+
 # Malformed traces fail with the line number.
 printf 'Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x1000,256,0\n0,12:00:00.000002,free,0x2000,256,0\n' >"$tmp/bad.csv"
 if "$vramkit" replay "$tmp/bad.csv" 2>"$tmp/bad.err"; then fail "malformed trace accepted"; fi

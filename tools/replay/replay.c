@@ -34,9 +34,22 @@ typedef struct run_ctx {
     vram_pool *pool;
     vram_backend *backend; /* the pool's, destroyed after it */
     void **ptrs;
+    uint32_t *slot_stream; /* the stream index each live slot was allocated on */
     vram_stream *streams;
     vram_device *dev; /* GPU backends */
 } run_ctx;
+
+/* Blocks still live when a pass ends are freed on the stream they were
+ * allocated on: a free on another stream (the default one) would make a
+ * pool of one stream a pool of two. */
+static void free_leftovers(run_ctx *c)
+{
+    for (size_t i = 0; i < c->t->n_slots; i++) {
+        if (c->ptrs[i])
+            vram_pool_free(c->pool, c->ptrs[i], c->streams[c->slot_stream[i]]);
+        c->ptrs[i] = NULL;
+    }
+}
 
 /* Only the measured run's pool (`measured`) writes OOM reports (oom_dir):
  * the timed runs repeat the same refusals. The pool's options never attach
@@ -81,11 +94,7 @@ static int make_pool(run_ctx *c, const vram_replay_opts *o, int measured, vram_p
 
 static void finish_pool(run_ctx *c)
 {
-    for (size_t i = 0; i < c->t->n_slots; i++) {
-        if (c->ptrs[i])
-            vram_pool_free(c->pool, c->ptrs[i], NULL);
-        c->ptrs[i] = NULL;
-    }
+    free_leftovers(c);
     vram_pool_destroy(c->pool);
     vram_backend_destroy(c->backend);
     c->pool = NULL;
@@ -124,6 +133,7 @@ static int measured_run(run_ctx *c, const vram_replay_opts *o, vram_replay_resul
                 continue;
             }
             r->allocs++;
+            c->slot_stream[e->slot] = e->stream_index;
             uint64_t fr;
             if (c->dev && vram_device_memory(c->dev, &fr, &total) == 0 && fr < free0 &&
                 free0 - fr > used_peak)
@@ -176,17 +186,15 @@ static uint64_t timed_pass(run_ctx *c)
             if (vram_pool_alloc(p, e->size, VRAM_OWNER_DEFAULT, VRAM_KIND_OTHER,
                                 c->streams[e->stream_index], &ptrs[e->slot]))
                 ptrs[e->slot] = NULL;
+            else
+                c->slot_stream[e->slot] = e->stream_index;
         } else if (e->action == VRAM_TRACE_FREE && ptrs[e->slot]) {
             vram_pool_free(p, ptrs[e->slot], c->streams[e->stream_index]);
             ptrs[e->slot] = NULL;
         }
     }
     uint64_t ns = tool_now_ns() - t0;
-    for (size_t i = 0; i < c->t->n_slots; i++) {
-        if (ptrs[i])
-            vram_pool_free(p, ptrs[i], NULL);
-        ptrs[i] = NULL;
-    }
+    free_leftovers(c);
     return ns;
 }
 
@@ -262,12 +270,13 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
     r->events = t->n_events;
     run_ctx c = {.t = t};
     c.ptrs = tool_calloc(t->n_slots, sizeof *c.ptrs);
+    c.slot_stream = tool_calloc(t->n_slots ? t->n_slots : 1, sizeof *c.slot_stream);
     c.streams = tool_calloc(t->n_streams, sizeof *c.streams);
     unsigned runs = o->timing_runs ? o->timing_runs : 5;
     uint64_t *ours = tool_calloc(runs, sizeof *ours);
     uint64_t *theirs = tool_calloc(runs, sizeof *theirs);
     uint64_t *warm = tool_calloc(runs, sizeof *warm);
-    int rc = c.ptrs && c.streams && ours && theirs && warm ? 0 : VRAM_EHOSTMEM;
+    int rc = c.ptrs && c.slot_stream && c.streams && ours && theirs && warm ? 0 : VRAM_EHOSTMEM;
     vram_backend_type type = VRAM_BACKEND_TYPE_SIM;
     if (!rc && o->backend)
         rc = vram_backend_type_parse(o->backend, &type);
@@ -323,6 +332,7 @@ int vram_replay_run(const vram_trace *t, const vram_replay_opts *o, vram_replay_
         vram_device_close(c.dev);
     free(warm);
     free(c.ptrs);
+    free(c.slot_stream);
     free(c.streams);
     free(ours);
     free(theirs);

@@ -17,6 +17,7 @@ typedef struct baseline {
     CUmemoryPool pool;
     CUstream *streams;
     CUdeviceptr *ptrs;
+    uint32_t *slot_stream; /* the stream index each live slot was allocated on */
     uint64_t free0;  /* free device memory before the measured pass */
     uint64_t peak_used;
     uint64_t allocs, frees, failed;
@@ -39,7 +40,8 @@ static void bl_free(baseline *b, CUdeviceptr p, CUstream s)
 }
 
 /* One pass over the events; returns the host ns of the loop. Blocks still
- * live at the end are freed after the clock stops. */
+ * live at the end are freed after the clock stops, each on the stream it
+ * was allocated on (a free on another stream would tie the streams). */
 static uint64_t pass(baseline *b)
 {
     const vram_trace *t = b->t;
@@ -53,6 +55,7 @@ static uint64_t pass(baseline *b)
                 b->failed += b->sample;
                 continue;
             }
+            b->slot_stream[e->slot] = e->stream_index;
             if (b->sample) {
                 b->allocs++;
                 size_t f, tot;
@@ -69,7 +72,7 @@ static uint64_t pass(baseline *b)
     uint64_t ns = tool_now_ns() - t0;
     for (size_t i = 0; i < t->n_slots; i++) {
         if (b->ptrs[i])
-            bl_free(b, b->ptrs[i], NULL);
+            bl_free(b, b->ptrs[i], b->streams[b->slot_stream[i]]);
         b->ptrs[i] = 0;
     }
     return ns;
@@ -167,8 +170,9 @@ int vram_replay_baseline_run(const vram_trace *t, vram_replay_baseline which, un
     }
     b.streams = tool_calloc(t->n_streams ? t->n_streams : 1, sizeof *b.streams);
     b.ptrs = tool_calloc(t->n_slots ? t->n_slots : 1, sizeof *b.ptrs);
+    b.slot_stream = tool_calloc(t->n_slots ? t->n_slots : 1, sizeof *b.slot_stream);
     size_t acquired = 0;
-    rc = b.streams && b.ptrs ? 0 : VRAM_EHOSTMEM;
+    rc = b.streams && b.ptrs && b.slot_stream ? 0 : VRAM_EHOSTMEM;
     for (size_t i = 0; !rc && i < t->n_streams; i++) {
         rc = vram_device_stream_acquire(b.dev, VRAM_PRIORITY_NORMAL, (vram_stream *)&b.streams[i]);
         acquired += !rc;
@@ -199,6 +203,7 @@ int vram_replay_baseline_run(const vram_trace *t, vram_replay_baseline which, un
         vram_device_stream_release(b.dev, b.streams[i]);
     free(b.streams);
     free(b.ptrs);
+    free(b.slot_stream);
     vram_device_close(b.dev);
     return rc;
 }
