@@ -95,6 +95,15 @@ const char *vram_replay_baseline_name(vram_replay_baseline which);
 int vram_replay_baseline_run(const vram_trace *trace, vram_replay_baseline which, unsigned runs,
                              vram_replay_result *out);
 
+/* The pool (opts) and both baselines on the same trace in `rounds`
+ * alternating rounds (0: 5), one timed run of each side a round; out[0] the
+ * pool's, out[1] cudaMallocAsync's, out[2] cudaMalloc's result, each with
+ * its host times the median over the rounds (replay_compare.c). Errors as
+ * vram_replay_run's and vram_replay_baseline_run's (VRAM_ENOSYS without a
+ * GPU). */
+int vram_replay_compare(const vram_trace *trace, const vram_replay_opts *opts, unsigned rounds,
+                        vram_replay_result out[3]);
+
 /* One replay as printed: the trace, the allocator ("sim/vmm",
  * "cudaMallocAsync"), the settings vramkit's pool ran with (NULL for the
  * driver's allocators) and the result. */

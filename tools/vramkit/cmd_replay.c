@@ -21,7 +21,8 @@ static const char about[] =
     "memory, each stream of the trace is a CUDA stream, and 'drv MiB' is the most device\n"
     "memory in use as the driver reports it; --compare replays the same trace, in the same\n"
     "run, through the device's cudaMallocAsync pool (release threshold at its maximum) and\n"
-    "through cudaMalloc/cudaFree. The policy defaults to vmm on backends that map (sim,\n"
+    "through cudaMalloc/cudaFree, the three in --runs alternating rounds (host times: each\n"
+    "side's median over them). The policy defaults to vmm on backends that map (sim,\n"
     "host, vmm) and to segments on the others; the other settings default to their VRAM_*\n"
     "options. Requests the capacity cannot hold are reported and the replay continues;\n"
     "with --oom-dir (or VRAM_OOM_DIR) the measured run writes an OOM report there for each\n"
@@ -121,23 +122,23 @@ int cmd_replay(int argc, char **argv)
             status = cli_lib_error("replay", rc);
             continue;
         }
-        vram_replay_result r;
-        rc = vram_replay_run(trace, &o, &r);
+        /* res: the pool's, then with --compare cudaMallocAsync's and
+         * cudaMalloc's, replayed in alternating rounds. */
+        vram_replay_result res[3];
+        rc = compare ? vram_replay_compare(trace, &o, o.timing_runs, res)
+                     : vram_replay_run(trace, &o, &res[0]);
         if (rc) {
             vram_trace_free(trace);
             status = cli_lib_error("replay", rc);
             continue;
         }
-        vram_replay_row row = {traces[t], label, &o, &r};
+        const vram_replay_result *r = &res[0];
+        vram_replay_row row = {traces[t], label, &o, r};
         rc = print_result(&row, json, &header_done);
         for (int w = 0; compare && !rc && w < 2; w++) {
             vram_replay_baseline which =
                 w ? VRAM_BASELINE_CUDA_MALLOC : VRAM_BASELINE_CUDA_MALLOC_ASYNC;
-            vram_replay_result br;
-            rc = vram_replay_baseline_run(trace, which, o.timing_runs, &br);
-            if (rc)
-                break;
-            vram_replay_row brow = {traces[t], vram_replay_baseline_name(which), NULL, &br};
+            vram_replay_row brow = {traces[t], vram_replay_baseline_name(which), NULL, &res[1 + w]};
             rc = print_result(&brow, json, &header_done);
         }
         vram_trace_free(trace);
@@ -145,12 +146,12 @@ int cmd_replay(int argc, char **argv)
             free(traces);
             return cli_lib_error("replay", rc);
         }
-        if (r.failed_allocs)
+        if (r->failed_allocs)
             fprintf(stderr,
                     "vramkit replay: %s: %llu request(s) refused; the first, line %u, %llu bytes: "
                     "%s\n",
-                    traces[t], (unsigned long long)r.failed_allocs, r.first_failure_line,
-                    (unsigned long long)r.first_failure_size, r.first_failure);
+                    traces[t], (unsigned long long)r->failed_allocs, r->first_failure_line,
+                    (unsigned long long)r->first_failure_size, r->first_failure);
         fflush(stdout);
     }
     free(traces);
