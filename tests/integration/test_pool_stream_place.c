@@ -138,14 +138,9 @@ static void test_opts_stream_reclaim(void **state)
     assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "large").reclaim_large, 1);
     assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "need").reclaim_large, 0);
     unsetenv("VRAM_STREAM_RECLAIM");
-    vram_pool_opts o;
-    assert_int_equal(vram_config_set("stream_reclaim", "need"), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.reclaim_large, 0);
+    assert_int_equal(opts_with_setting("stream_reclaim", "need").reclaim_large, 0);
     assert_int_not_equal(vram_config_set("stream_reclaim", "always"), 0);
-    assert_int_equal(vram_config_set("stream_reclaim", "large"), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.reclaim_large, 1);
+    assert_int_equal(opts_with_setting("stream_reclaim", "large").reclaim_large, 1);
     assert_int_equal(vram_config_set("stream_reclaim", NULL), 0);
 
     opt_reclaim_large = 1;

@@ -561,14 +561,9 @@ static void test_opts_stream_reuse(void **state)
     assert_int_equal(opts_with_env("VRAM_STREAM_REUSE", "completed").stream_waits, 0);
     assert_int_equal(opts_with_env("VRAM_STREAM_REUSE", "wait").stream_waits, 1);
     unsetenv("VRAM_STREAM_REUSE");
-    vram_pool_opts o;
-    assert_int_equal(vram_config_set("stream_reuse", "completed"), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.stream_waits, 0);
+    assert_int_equal(opts_with_setting("stream_reuse", "completed").stream_waits, 0);
     assert_int_not_equal(vram_config_set("stream_reuse", "sometimes"), 0);
-    assert_int_equal(vram_config_set("stream_reuse", NULL), 0);
-    vram_pool_opts_init(&o);
-    assert_int_equal(o.stream_waits, 1);
+    assert_int_equal(opts_with_setting("stream_reuse", NULL).stream_waits, 1);
 }
 
 int main(void)

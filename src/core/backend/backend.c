@@ -69,6 +69,12 @@ static int wrap(const vram_backend_ops *ops, void *self, vram_backend_type type,
     return 0;
 }
 
+/* The sim's events as VRAM_SIM_EVENTS says (its choices: none, done). */
+static int configured_sim_events(const vram_config *c)
+{
+    return c->sim_events ? VRAM_SIM_EVENTS_DONE : VRAM_SIM_EVENTS_NONE;
+}
+
 int vram_backend_opts_init(vram_backend_opts *o)
 {
     if (!o)
@@ -77,8 +83,7 @@ int vram_backend_opts_init(vram_backend_opts *o)
     const vram_config *c = vram_config_get();
     *o = (vram_backend_opts){.size = sizeof *o, .capacity = c->capacity,
                              .granularity = c->granularity,
-                             .sim_events = c->sim_events ? VRAM_SIM_EVENTS_DONE
-                                                         : VRAM_SIM_EVENTS_NONE};
+                             .sim_events = configured_sim_events(c)};
     return rc;
 }
 
@@ -132,7 +137,7 @@ int vram_backend_create(const char *name, const vram_backend_opts *opts, vram_ba
     vram_device *device = NULL;
     int sim_events = opts->sim_events;
     if (sim_events == VRAM_SIM_EVENTS_CONFIG)
-        sim_events = cfg->sim_events ? VRAM_SIM_EVENTS_DONE : VRAM_SIM_EVENTS_NONE;
+        sim_events = configured_sim_events(cfg);
     if (sim_events != VRAM_SIM_EVENTS_NONE && sim_events != VRAM_SIM_EVENTS_DONE)
         return vram__fail(VRAM_EINVAL,
                           "sim_events %d is none of VRAM_SIM_EVENTS_CONFIG (0), _NONE (1), _DONE (2)",

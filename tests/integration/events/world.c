@@ -217,6 +217,14 @@ vram_pool_opts opts_with_env(const char *var, const char *value)
     return o;
 }
 
+vram_pool_opts opts_with_setting(const char *name, const char *value)
+{
+    assert_int_equal(vram_config_set(name, value), 0);
+    vram_pool_opts o;
+    vram_pool_opts_init(&o);
+    return o;
+}
+
 void go_shared(world *w, const unsigned *streams, size_t n)
 {
     fake *f = &w->f;

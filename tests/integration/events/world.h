@@ -72,6 +72,9 @@ int overlaps(const void *x, uint64_t xs, const void *y, uint64_t ys);
 /* vram_pool_opts_init's record with variable `var` (VRAM_...) set to
  * `value` (NULL: unset), read again from the environment. */
 vram_pool_opts opts_with_env(const char *var, const char *value);
+/* The same with option `name` set to `value` (vram_config_set, which must
+ * accept it; NULL: back to the variable or the default). */
+vram_pool_opts opts_with_setting(const char *name, const char *value);
 
 /* Bring the pool into shared mode: each stream of `streams`, in order,
  * touches the pool (see world.c); a trim settles it and the counters the
