@@ -2,11 +2,13 @@
  * segments at once, options a pool must refuse, backends that fail without a
  * sentence or whose events fail, requests larger than any device, the floor
  * of a replay that refuses requests, free space split across the two vmm
- * reservations, and a trace that cannot be finished. */
+ * reservations, a trace that cannot be finished, and owners added while an
+ * allocation maps memory with the lock released. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,6 +329,58 @@ static void test_largest_free_per_region(void **state)
     assert_int_equal(vram_backend_destroy(b), 0);
 }
 
+/* Owners added while an allocation maps memory (the pool's lock is released
+ * then, so another thread may add them) move the owner table: the
+ * allocation must count against its owner in the table as it is after. */
+typedef struct adding_backend {
+    vram_pool *pool;
+    int added;
+} adding_backend;
+static int adding_map(void *self, uint64_t addr, uint64_t size)
+{
+    (void)addr, (void)size;
+    adding_backend *a = self;
+    for (int i = 0; a->pool && i < 64; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "late%d", a->added++);
+        if (vram_owner_create(a->pool, name, 0, NULL))
+            return VRAM_EHOSTMEM;
+    }
+    return 0;
+}
+
+static void test_owners_added_while_mapping(void **state)
+{
+    (void)state;
+    adding_backend ab = {0};
+    static const vram_backend_ops ops = {.name = "adding",
+                                         .caps = VRAM_BACKEND_MAP,
+                                         .reserve = ev_reserve,
+                                         .release = ev_ok2,
+                                         .map = adding_map,
+                                         .unmap = ev_ok2};
+    vram_backend *b;
+    assert_int_equal(vram_backend_create_custom(&ops, &ab, 1024 * MiB, 2 * MiB, &b), 0);
+    vram_pool *p = pool_on(b, VRAM_POLICY_VMM);
+    vram_owner cam;
+    assert_int_equal(vram_owner_create(p, "cam", 0, &cam), 0);
+    ab.pool = p;
+    void *x;
+    assert_int_equal(vram_pool_alloc(p, 3 * MiB, cam, VRAM_KIND_FRAMES, NULL, &x), 0);
+    assert_true(ab.added >= 64);
+    vram_usage_stats u;
+    assert_int_equal(vram_owner_stats_get(p, cam, &u), 0);
+    assert_int_equal(u.live_bytes, 3 * MiB);
+    assert_int_equal(u.live_blocks, 1);
+    assert_int_equal(vram_pool_free(p, x, NULL), 0);
+    assert_int_equal(vram_owner_stats_get(p, cam, &u), 0);
+    assert_int_equal(u.live_bytes, 0);
+    assert_int_equal(u.live_blocks, 0);
+    ab.pool = NULL;
+    assert_int_equal(vram_pool_destroy(p), 0);
+    assert_int_equal(vram_backend_destroy(b), 0);
+}
+
 /* A trace that cannot be finished makes destroy say so. */
 static void test_destroy_reports_trace(void **state)
 {
@@ -354,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_floor_with_refusals),
         cmocka_unit_test(test_largest_free_per_region),
         cmocka_unit_test(test_destroy_reports_trace),
+        cmocka_unit_test(test_owners_added_while_mapping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -439,6 +439,8 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
             out_of_memory(p, rc, size, owner, kind, s);
         return refuse(p, rc, size, owner, kind, s, pend);
     }
+    /* ...and the owners may have grown (moved) meanwhile: o is stale. */
+    o = &p->owners[owner];
     b->requested = size;
     b->owner = owner;
     b->kind = (uint8_t)kind;
