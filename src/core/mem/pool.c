@@ -399,14 +399,20 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
                                                  "than any device",
                                     p->name, (unsigned long long)size),
                       size, owner, kind, s, pend);
-    vram__owner *o = &p->owners[owner];
-    if (o->budget && size > o->budget - (o->u.live_bytes < o->budget ? o->u.live_bytes : o->budget)) {
-        char a[32], l[32], b[32];
-        rc = vram__fail(VRAM_EBUDGET, "budget of owner \"%s\" exceeded: requested %s, live %s of %s",
-                        o->name, vram__fmt_bytes(a, sizeof a, size),
-                        vram__fmt_bytes(l, sizeof l, o->u.live_bytes),
-                        vram__fmt_bytes(b, sizeof b, o->budget));
-        return refuse(p, rc, size, owner, kind, s, pend);
+    {
+        /* Only here: the take below may release the lock, and owners added
+         * meanwhile move the table. */
+        const vram__owner *o = &p->owners[owner];
+        if (o->budget &&
+            size > o->budget - (o->u.live_bytes < o->budget ? o->u.live_bytes : o->budget)) {
+            char a[32], l[32], b[32];
+            rc = vram__fail(VRAM_EBUDGET,
+                            "budget of owner \"%s\" exceeded: requested %s, live %s of %s",
+                            o->name, vram__fmt_bytes(a, sizeof a, size),
+                            vram__fmt_bytes(l, sizeof l, o->u.live_bytes),
+                            vram__fmt_bytes(b, sizeof b, o->budget));
+            return refuse(p, rc, size, owner, kind, s, pend);
+        }
     }
     if (vram__u64map_reserve(&p->live, p->live.count + 1))
         return VRAM_EHOSTMEM;
@@ -439,8 +445,6 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
             out_of_memory(p, rc, size, owner, kind, s);
         return refuse(p, rc, size, owner, kind, s, pend);
     }
-    /* ...and the owners may have grown (moved) meanwhile: o is stale. */
-    o = &p->owners[owner];
     b->requested = size;
     b->owner = owner;
     b->kind = (uint8_t)kind;
@@ -456,7 +460,7 @@ static int alloc_locked(vram_pool *p, uint64_t size, vram_owner owner, vram_kind
     unsigned h = vram__hist_bucket(size);
     st->hist_allocs[h]++;
     st->hist_live[h]++;
-    usage_alloc(&o->u, size);
+    usage_alloc(&p->owners[owner].u, size); /* the table as it is now */
     usage_alloc(&p->kinds[kind], size);
     if (vram__pool_listens(p, VRAM_EVENT_ALLOC))
         notify(p, VRAM_EVENT_ALLOC, 0, b->addr, size, owner, kind, s, pend);
