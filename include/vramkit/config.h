@@ -59,8 +59,10 @@ extern "C" {
       "free blocks compared for the lowest address (0: size classes only)")   \
     X(STREAM_REUSE, stream_reuse, CHOICE, "wait", "wait|completed",            \
       "another stream's free: taken at once, waited for on the device, or once complete") \
-    X(STREAM_RECLAIM, stream_reclaim, CHOICE, "need", "need|large",            \
+    X(STREAM_RECLAIM, stream_reclaim, CHOICE, "large", "need|large",           \
       "completed frees of other streams rejoin when new memory is needed, or also before large requests") \
+    X(STREAM_RECLAIM_MIN, stream_reclaim_min, SIZE, "16MiB", "",               \
+      "large: the least request before which other streams' completed frees rejoin") \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
     X(LARGE_ROUND, large_round, SIZE, "4KiB", "",                               \

@@ -158,13 +158,17 @@ typedef struct vram_pool_opts {
                                than new memory (1, VRAM_STREAM_REUSE=wait); 0:
                                only once complete (=completed) */
     int reclaim_large;      /* backends with events, several streams: before a
-                               request above small_size is placed on new
-                               memory or carves a block much larger than
-                               itself, the frees of every stream whose work
-                               completed rejoin the shared free space (an
-                               event record and query per stream each time;
-                               1, VRAM_STREAM_RECLAIM=large); 0 (=need): only
+                               request of reclaim_min bytes or more (and above
+                               small_size) is placed on new memory or carves
+                               a block much larger than itself, the frees of
+                               every stream whose work completed rejoin the
+                               shared free space (an event record and query
+                               per stream each time; 1, the default,
+                               VRAM_STREAM_RECLAIM=large); 0 (=need): only
                                when new memory would be taken */
+    uint64_t reclaim_min;   /* with reclaim_large: the least request that
+                               rejoins first (VRAM_STREAM_RECLAIM_MIN, 16 MiB;
+                               0: every request above small_size) */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

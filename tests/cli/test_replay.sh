@@ -145,18 +145,27 @@ for r in (ev, noev):
 assert ev["peak_reserved_bytes"] == env["peak_reserved_bytes"], (ev, env)
 # With events the second stream's arrival waits once for the first's work.
 assert ev["event_waits"] >= 1 and noev["event_waits"] == 0, (ev["event_waits"], noev["event_waits"])
-assert ev["settings"]["stream_reclaim"] == "need", ev["settings"]
+s = ev["settings"]
+assert s["stream_reclaim"] == "large" and s["reclaim_min"] == 16 << 20, s
 PY
-# Completed frees rejoining before large requests: said in the settings;
-# the events recorded for it are backend calls of the measured run.
-"$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done --stream-reclaim large "$multi" \
+# Completed frees rejoining only when new memory is needed, and before every
+# large request: said in the settings; the events recorded for the rejoins
+# are backend calls of the measured run, fewer the fewer requests rejoin.
+"$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done --stream-reclaim need "$multi" \
+  >"$tmp/rn.json" 2>"$tmp/rn.err"
+"$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done --reclaim-min 0 "$multi" \
   >"$tmp/rl.json" 2>"$tmp/rl.err"
-if grep -q "never released" "$tmp/rl.err"; then fail "events left over: $(cat "$tmp/rl.err")"; fi
-python3 - "$tmp/rl.json" "$tmp/ev.json" <<'PY' || fail "stream reclaim JSON"
+if grep -q "never released" "$tmp/rl.err" "$tmp/rn.err"; then
+  fail "events left over: $(cat "$tmp/rl.err" "$tmp/rn.err")"
+fi
+python3 - "$tmp/rn.json" "$tmp/ev.json" "$tmp/rl.json" <<'PY' || fail "stream reclaim JSON"
 import json, sys
-rl, ev = (json.loads(open(p).readline()) for p in sys.argv[1:])
-assert rl["settings"]["stream_reclaim"] == "large" and rl["failed_allocs"] == 0, rl
-assert rl["backend_calls"] > ev["backend_calls"], (rl["backend_calls"], ev["backend_calls"])
+rn, ev, rl = (json.loads(open(p).readline()) for p in sys.argv[1:])
+assert rn["settings"]["stream_reclaim"] == "need" and rn["failed_allocs"] == 0, rn
+assert rl["settings"]["stream_reclaim"] == "large" and rl["settings"]["reclaim_min"] == 0, rl
+assert rl["failed_allocs"] == 0, rl
+calls = [r["backend_calls"] for r in (rn, ev, rl)]
+assert calls[0] < calls[1] < calls[2], calls
 PY
 
 # A trace of one stream stays a pool of one stream: blocks still live at the

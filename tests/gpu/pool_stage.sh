@@ -2,7 +2,7 @@
 # tests/gpu/pool_stage.sh BIN OUT [BEFORE] - the pool on the GPU, in one run:
 # every trace replayed on real device memory by vramkit with no limit (the
 # default) against cudaMallocAsync and cudaMalloc in the same process, the
-# same with VRAM_STREAM_RECLAIM=large, by
+# same with VRAM_STREAM_RECLAIM=need and with VRAM_STREAM_RECLAIM_MIN=0, by
 # vramkit with its limit at 1.05 x the trace's peak live, by the segments
 # policy on cuda (the stand-in for PyTorch's caching allocator), and, when
 # BEFORE names the bin directory of an earlier build, by that build's default
@@ -46,7 +46,8 @@ replay() { # LABEL BINARY ARGS...: one JSON line per trace (and allocator)
 
 stamp "replays"
 replay vramkit "$bin/vramkit" --backend vmm --compare
-replay vramkit-large "$bin/vramkit" --backend vmm --stream-reclaim large
+replay vramkit-need "$bin/vramkit" --backend vmm --stream-reclaim need
+replay vramkit-all "$bin/vramkit" --backend vmm --stream-reclaim large --reclaim-min 0
 replay vramkit-1.05 "$bin/vramkit" --backend vmm --limit-ratio 1.05
 replay segments "$bin/vramkit" --backend cuda --policy segments
 if [ -n "$before" ] && [ -x "$before/vramkit" ]; then
@@ -68,7 +69,8 @@ if [[ " ${VRAM_POOL_SKIP:-} " != *" torch "* ]]; then
 fi
 
 stamp "frontier"
-inputs=(vramkit="$out/vramkit.jsonl" vramkit-large="$out/vramkit-large.jsonl"
+inputs=(vramkit="$out/vramkit.jsonl" vramkit-need="$out/vramkit-need.jsonl"
+    vramkit-all="$out/vramkit-all.jsonl"
     vramkit-1.05="$out/vramkit-1.05.jsonl" segments="$out/segments.jsonl")
 [ -s "$out/vramkit-before.jsonl" ] && inputs+=(vramkit-before="$out/vramkit-before.jsonl")
 python3 tests/gpu/frontier.py --out "$out/frontier.md" --title "The pool on the H200" \

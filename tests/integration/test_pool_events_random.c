@@ -609,7 +609,8 @@ static uint64_t rm_wait_reuses, rm_stream_waits, rm_stream_wait_failures;
  * RM_STREAM_WAITS: as RM_EVENTS with the fake's stream_wait_event and the
  * pool's stream_waits 1, a stream wait failing now and then;
  * RM_RECLAIM_LARGE: that with the pool's reclaim_large 1 (large requests let
- * the completed frees rejoin first). */
+ * the completed frees rejoin first: every one on even seeds, those of 4 MiB
+ * or more on odd ones). */
 enum { RM_EVENTS, RM_FAILED_RECORDS, RM_SINGLE, RM_STREAM_WAITS, RM_RECLAIM_LARGE };
 
 static void run_random(vram_policy policy, uint64_t seed, uint64_t n_ops, int mode)
@@ -641,10 +642,12 @@ static void run_random(vram_policy policy, uint64_t seed, uint64_t n_ops, int mo
     }
     opt_stream_wait_event = m.stream_waits;
     opt_reclaim_large = mode == RM_RECLAIM_LARGE;
+    opt_reclaim_min = seed % 2 ? 4 * MiB : 0;
     world_open(&m.w, policy, 64 * MiB, seed % 2 ? 16 * MiB : 0);
     opt_map_chunk = opt_large_round = 0;
     opt_limit = 0;
     opt_stream_wait_event = opt_reclaim_large = 0;
+    opt_reclaim_min = 0;
     m.w.f.query_mode = Q_FLAG;
     /* One stream alone first, for up to 400 operations. */
     m.lead = m.stream0 + (unsigned)rng_below(&rng, m.n_streams);

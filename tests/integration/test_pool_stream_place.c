@@ -82,23 +82,34 @@ static void test_own_and_shared_by_address(void **state)
 typedef struct rejoin_case {
     vram_policy policy;
     int reclaim_large;
+    uint64_t reclaim_min;
 } rejoin_case;
 
-static rejoin_case RJ_VMM = {VRAM_POLICY_VMM, 0}, RJ_VMM_LARGE = {VRAM_POLICY_VMM, 1},
-                   RJ_SEG = {VRAM_POLICY_SEGMENTS, 0}, RJ_SEG_LARGE = {VRAM_POLICY_SEGMENTS, 1};
+/* RJ_*_ABOVE: reclaim_large with reclaim_min above the request, which then
+ * places as without. */
+static rejoin_case RJ_VMM = {VRAM_POLICY_VMM, 0, 0}, RJ_VMM_LARGE = {VRAM_POLICY_VMM, 1, 0},
+                   RJ_VMM_ABOVE = {VRAM_POLICY_VMM, 1, 8 * MiB + 4096},
+                   RJ_VMM_AT = {VRAM_POLICY_VMM, 1, 8 * MiB},
+                   RJ_SEG = {VRAM_POLICY_SEGMENTS, 0, 0},
+                   RJ_SEG_LARGE = {VRAM_POLICY_SEGMENTS, 1, 0},
+                   RJ_SEG_ABOVE = {VRAM_POLICY_SEGMENTS, 1, 16 * MiB};
 
 /* q (8 MiB) is stream 2's pending free, p (16 MiB, above it, a live block
  * after it) a shared free block. Stream 1 asks for 8 MiB: p would serve it with 8 MiB over. With
  * reclaim_large the pool first records an event on stream 2 (the only one
  * with frees) and queries it: complete, q rejoins and the request lands on
- * q; without, it carves p and calls nothing. */
+ * q; without, or with reclaim_min above 8 MiB, it carves p and calls
+ * nothing. */
 static void test_rejoin_before_large(void **state)
 {
     const rejoin_case *rc = *state;
     opt_reclaim_large = rc->reclaim_large;
+    opt_reclaim_min = rc->reclaim_min;
     world w;
     world_open(&w, rc->policy, 128 * MiB, 1024 * MiB);
     opt_reclaim_large = 0;
+    opt_reclaim_min = 0;
+    int rejoins = rc->reclaim_large && rc->reclaim_min <= 8 * MiB;
     GO_SHARED(&w, 1, 2);
     void *q = xalloc(&w, 8 * MiB, 1), *p = xalloc(&w, 16 * MiB, 1);
     void *fence = xalloc(&w, 2 * MiB, 1); /* keeps p apart from the space after it */
@@ -113,7 +124,7 @@ static void test_rejoin_before_large(void **state)
     void *a = xalloc(&w, 8 * MiB, 1);
     vram_pool_stats st = stats(&w);
     assert_int_equal(acquiring(&w), acq);
-    if (rc->reclaim_large) {
+    if (rejoins) {
         assert_ptr_equal(a, q);
         assert_string_equal(w.f.log, "RQX"); /* the event released once complete */
         assert_int_equal(w.f.records_on[2], 1);
@@ -129,12 +140,21 @@ static void test_rejoin_before_large(void **state)
     world_close(&w);
 }
 
-/* The setting: 0 by default and with VRAM_STREAM_RECLAIM=need, 1 with
- * =large (from the environment or set), in the snapshot as reclaim_large. */
+/* The setting: 1 by default and with VRAM_STREAM_RECLAIM=large, 0 with
+ * =need (from the environment or set), in the snapshot as reclaim_large;
+ * its least request 16 MiB by default, VRAM_STREAM_RECLAIM_MIN otherwise,
+ * in the snapshot as reclaim_min. */
 static void test_opts_stream_reclaim(void **state)
 {
     (void)state;
-    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", NULL).reclaim_large, 0);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", NULL).reclaim_large, 1);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM_MIN", NULL).reclaim_min, 16 * MiB);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM_MIN", "4M").reclaim_min, 4 * MiB);
+    assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM_MIN", "0").reclaim_min, 0);
+    unsetenv("VRAM_STREAM_RECLAIM_MIN");
+    assert_int_equal(opts_with_setting("stream_reclaim_min", "1G").reclaim_min, 1024 * MiB);
+    assert_int_not_equal(vram_config_set("stream_reclaim_min", "lots"), 0);
+    assert_int_equal(vram_config_set("stream_reclaim_min", NULL), 0);
     assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "large").reclaim_large, 1);
     assert_int_equal(opts_with_env("VRAM_STREAM_RECLAIM", "need").reclaim_large, 0);
     unsetenv("VRAM_STREAM_RECLAIM");
@@ -144,9 +164,11 @@ static void test_opts_stream_reclaim(void **state)
     assert_int_equal(vram_config_set("stream_reclaim", NULL), 0);
 
     opt_reclaim_large = 1;
+    opt_reclaim_min = 3 * MiB;
     world w;
     world_open(&w, VRAM_POLICY_VMM, 64 * MiB, 0);
     opt_reclaim_large = 0;
+    opt_reclaim_min = 0;
     vram_buffer b = {0};
     assert_int_equal(vram_pool_snapshot(w.p, vram_write_buffer, &b, 0), 0);
     cJSON *root = cJSON_Parse(b.data);
@@ -156,6 +178,10 @@ static void test_opts_stream_reclaim(void **state)
         cJSON_GetObjectItemCaseSensitive(root, "settings"), "reclaim_large");
     assert_true(cJSON_IsNumber(v));
     assert_int_equal((int)v->valuedouble, 1);
+    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "settings"),
+                                         "reclaim_min");
+    assert_true(cJSON_IsNumber(v));
+    assert_true(v->valuedouble == 3.0 * MiB);
     cJSON_Delete(root);
     world_close(&w);
 }
@@ -167,8 +193,11 @@ int main(void)
         cmocka_unit_test_prestate(test_own_and_shared_by_address, &POL_SEG),
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_VMM),
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_VMM_LARGE),
+        cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_VMM_ABOVE),
+        cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_VMM_AT),
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_SEG),
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_SEG_LARGE),
+        cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_SEG_ABOVE),
         cmocka_unit_test(test_opts_stream_reclaim),
     };
     vram_log_set_handler(log_capture, NULL);

@@ -52,7 +52,7 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
     if (!o || !write || flags)
         return vram_set_error(VRAM_EINVAL, "vram_replay_print_header: opts, write and flags 0 "
                                            "are required");
-    char g[32], c[32], rm[32], mc[32], hs[32], lim[48], line[512];
+    char g[32], c[32], rm[32], mc[32], hs[32], rmin[32], lim[48], line[512];
     uint64_t cap = capacity_of(o);
     const vram_pool_opts *p = &o->pool;
     if (o->limit_ratio > 0)
@@ -64,7 +64,7 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
     int n = snprintf(line, sizeof line,
                      "settings: backend %s%s, policy %s, granularity %s, capacity %s, limit %s, "
                      "decay %llu ms (keeping %s), map chunk %s, huge size %s, stream reuse %s, "
-                     "stream reclaim %s, %u timed runs\n",
+                     "stream reclaim %s%s%s, %u timed runs\n",
                      backend_of(o), sim_with_events(o) ? " (events done once recorded)" : "",
                      vram_policy_name(p->policy), vram_size_format(g, sizeof g, p->granularity),
                      cap ? vram_size_format(c, sizeof c, cap) : "the device's", lim,
@@ -72,6 +72,8 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
                      vram_size_format(mc, sizeof mc, p->map_chunk),
                      huge_in_effect(o) ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
                      p->stream_waits ? "wait" : "completed", p->reclaim_large ? "large" : "need",
+                     p->reclaim_large ? " from " : "",
+                     p->reclaim_large ? vram_size_format(rmin, sizeof rmin, p->reclaim_min) : "",
                      o->timing_runs ? o->timing_runs : 5);
     int rc = emit(write, ctx, line, n);
     if (rc)
@@ -128,6 +130,7 @@ static cJSON *settings_json(const vram_replay_opts *o)
     cJSON_AddNumberToObject(s, "huge_size", huge_in_effect(o) ? (double)p->huge_size : 0.0);
     cJSON_AddStringToObject(s, "stream_reuse", p->stream_waits ? "wait" : "completed");
     cJSON_AddStringToObject(s, "stream_reclaim", p->reclaim_large ? "large" : "need");
+    cJSON_AddNumberToObject(s, "reclaim_min", (double)p->reclaim_min);
     cJSON_AddNumberToObject(s, "timing_runs", o->timing_runs ? o->timing_runs : 5);
     return s;
 }

@@ -79,6 +79,9 @@ int cmd_replay(int argc, char **argv)
          "with events: other streams' completed frees rejoin when new memory is needed, or "
          "also before large requests (default VRAM_STREAM_RECLAIM)",
          0, 0, "need|large"},
+        {"--reclaim-min", NULL, CLI_SIZE, &o.pool.reclaim_min, "BYTES",
+         "large: the least request before which they rejoin (default "
+         "VRAM_STREAM_RECLAIM_MIN; 0: every request above the small size)"},
         {"--sim-events", NULL, CLI_CHOICE, &sim_events, NULL,
          "sim: no events (the pool models their completion) or events done once recorded, "
          "as a GPU with nothing queued (default VRAM_SIM_EVENTS)",

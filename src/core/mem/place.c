@@ -129,17 +129,20 @@ static int fits_loosely(const vram__block *b, uint64_t size)
 }
 
 /* With events and several streams (reclaim_large, VRAM_STREAM_RECLAIM=
- * large): before a large request lands on new memory or carves a block
- * much larger than itself, frees whose work completed rejoin the shared
- * free space (an event recorded on each stream with frees since its last,
- * then the events queried), so that it is placed among all that is free,
- * as if they had rejoined at once: each stream's frees, apart, cannot
- * coalesce with the others', and large blocks then scatter. It costs an
- * event record and query per stream each time. */
+ * large, the default): before a request of reclaim_min bytes or more lands
+ * on new memory or carves a block much larger than itself, frees whose work
+ * completed rejoin the shared free space (an event recorded on each stream
+ * with frees since its last, then the events queried), so that it is placed
+ * among all that is free, as if they had rejoined at once: each stream's
+ * frees, apart, cannot coalesce with the others', and large blocks then
+ * scatter. It costs an event record and query per stream each time, so it
+ * is kept to the requests whose loose placement costs the most memory:
+ * 16 MiB or more by default (bench/results/stream-reclaim.md). */
 static vram__block *take_rejoined(vram_pool *p, uint64_t size, int region, int pressed,
                                   vram__block *b)
 {
-    if (!p->reclaim_large || !p->shared_streams || region == 0 || !p->st.pending_bytes ||
+    if (!p->reclaim_large || !p->shared_streams || region == 0 || size < p->reclaim_min ||
+        !p->st.pending_bytes ||
         (b && !p->ops->needs_memory(p, b, size) && !fits_loosely(b, size)))
         return b;
     if (b)

@@ -78,6 +78,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .place_candidates = (uint32_t)c->place_candidates,
         .stream_waits = c->stream_reuse == 0,
         .reclaim_large = c->stream_reclaim == 1,
+        .reclaim_min = c->stream_reclaim_min,
         .small_size = c->small_size,
         .large_round = c->large_round,
         .segment_small = c->segment_small,
@@ -246,6 +247,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->place_candidates = opts->place_candidates;
     p->stream_waits = opts->stream_waits && vram__backend_has_stream_wait(p->backend);
     p->reclaim_large = opts->reclaim_large;
+    p->reclaim_min = opts->reclaim_min;
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round

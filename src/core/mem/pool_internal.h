@@ -190,6 +190,7 @@ struct vram_pool {
     int reclaim_large; /* with events and several streams: frees whose work
                           completed rejoin the shared space before a large
                           request is placed loosely or on new memory */
+    uint64_t reclaim_min; /* the least request that does (0: above small_size) */
     uint64_t small_size, large_round, segment_small, segment_medium;
     uint64_t capacity;
 

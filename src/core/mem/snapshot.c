@@ -59,6 +59,7 @@ static void settings_json(vram_pool *p, vram__json *j)
     vram__json_u64(j, "place_candidates", p->place_candidates);
     vram__json_u64(j, "stream_waits", (uint64_t)p->stream_waits);
     vram__json_u64(j, "reclaim_large", (uint64_t)p->reclaim_large);
+    vram__json_u64(j, "reclaim_min", p->reclaim_min);
     vram__json_u64(j, "small_size", p->small_size);
     vram__json_u64(j, "large_round", p->large_round);
     vram__json_u64(j, "map_chunk", p->map_chunk * p->granularity);

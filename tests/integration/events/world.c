@@ -16,6 +16,7 @@
 
 uint64_t opt_map_chunk, opt_large_round, opt_huge_size, opt_limit;
 int opt_stream_wait_event, opt_reuse_completed, opt_reclaim_large;
+uint64_t opt_reclaim_min;
 uint32_t opt_ops_size;
 
 vram_policy POL_VMM = VRAM_POLICY_VMM, POL_SEG = VRAM_POLICY_SEGMENTS;
@@ -35,7 +36,7 @@ const char *const settle_sentence =
  * otherwise, which matters only with a table that has stream_wait_event;
  * completed frees of other streams rejoin the shared free space only when
  * new memory would be taken (reclaim_large 0) unless opt_reclaim_large says
- * otherwise.
+ * otherwise, then before every large request unless opt_reclaim_min is set.
  * Freed memory thus stays held until a mapping (or a segment) would pass
  * the limit, the backend refuses memory, or a trim. retain: retain_min, what
  * the decay would leave held (with no decay it changes nothing). */
@@ -69,6 +70,7 @@ void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t retain
     o.configured_listeners = 0;
     o.stream_waits = !opt_reuse_completed;
     o.reclaim_large = opt_reclaim_large;
+    o.reclaim_min = opt_reclaim_min;
     if (vram_pool_create(&o, &w->p))
         fail_msg("pool: %s", vram_last_error());
 }

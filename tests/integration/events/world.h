@@ -26,6 +26,7 @@ extern uint64_t opt_huge_size; /* vmm: a backend with segments, for huge blocks 
 extern uint64_t opt_limit;     /* the pool's limit (0: the capacity) */
 extern int opt_stream_wait_event; /* the fake's table has stream_wait_event */
 extern int opt_reuse_completed;   /* the pool's stream_waits 0 (VRAM_STREAM_REUSE=completed) */
+extern uint64_t opt_reclaim_min; /* its reclaim_min (0: every large request) */
 extern int opt_reclaim_large;     /* the pool's reclaim_large 1 (VRAM_STREAM_RECLAIM=large) */
 extern uint32_t opt_ops_size;     /* the table's size field (0: this version's) */
 
