@@ -22,12 +22,13 @@ repeat=${VRAM_TORCH_REPEAT:-5}
 traces=(data/traces/*.csv.gz)
 [ -n "${VRAM_SHARED_TRACES:-}" ] && traces+=("$VRAM_SHARED_TRACES"/*.csv.gz)
 failed=()
+commit=${VRAM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 stamp() { printf '=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
 {
     date -u +"date: %Y-%m-%d %H:%M:%S UTC"
     nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
-    echo "commit: ${VRAM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+    echo "commit: $commit"
     echo "before: ${VRAM_BEFORE_COMMIT:-${before:-none}}"
     nproc
 } >"$out/machine.txt" 2>&1
@@ -55,7 +56,8 @@ if [ -n "$before" ] && [ -x "$before/vramkit" ]; then
 fi
 
 stamp "decay after the load stops"
-"$bin/bench_decay" --backend vmm --decay-ms 2000 --out "$out/decay.md" "${traces[@]}" \
+"$bin/bench_decay" --backend vmm --decay-ms 2000 --commit "$commit" --out "$out/decay.md" \
+    "${traces[@]}" \
     >"$out/decay.txt" 2>&1 || failed+=(decay)
 "$bin/bench_decay" --backend vmm --decay-ms 2000 --keep-live "${traces[@]}" \
     >"$out/decay_keep_live.txt" 2>&1 || failed+=(decay-keep-live)
@@ -73,7 +75,7 @@ inputs=(vramkit="$out/vramkit.jsonl" vramkit-need="$out/vramkit-need.jsonl"
     vramkit-all="$out/vramkit-all.jsonl"
     vramkit-1.05="$out/vramkit-1.05.jsonl" segments="$out/segments.jsonl")
 [ -s "$out/vramkit-before.jsonl" ] && inputs+=(vramkit-before="$out/vramkit-before.jsonl")
-python3 tests/gpu/frontier.py --out "$out/frontier.md" --title "The pool on the H200" \
+python3 tests/gpu/frontier.py --out "$out/frontier.md" --title "The pool on the H200" --commit "$commit" \
     "${inputs[@]}" || failed+=(frontier)
 cat "$out/frontier.md"
 if [ ${#failed[@]} -gt 0 ]; then
