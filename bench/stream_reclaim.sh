@@ -12,13 +12,10 @@
 # one stream makes no rejoin).
 set -euo pipefail
 vramkit=$1
-shift
-root=$(cd "$(dirname "$0")/.." && pwd)
-traces=("$@")
-if [ ${#traces[@]} -eq 0 ]; then
-    traces=("$root"/data/traces/frcnn_mbv3_2streams.csv.gz
-        "$root"/../shared/data/traces/retinanet_multistream4.csv.gz)
-fi
+here=$(cd "$(dirname "$0")" && pwd)
+traces=("${@:2}")
+[ ${#traces[@]} -gt 0 ] || traces=("$here/../data/traces/frcnn_mbv3_2streams.csv.gz"
+    "$here/../../shared/data/traces/retinanet_multistream4.csv.gz")
 names=()
 for t in "${traces[@]}"; do names+=("$(basename "$t" .csv.gz)"); done
 
