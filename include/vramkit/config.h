@@ -61,8 +61,6 @@ extern "C" {
       "another stream's free: taken at once, waited for on the device, or once complete") \
     X(STREAM_RECLAIM, stream_reclaim, CHOICE, "large", "need|large",           \
       "completed frees of other streams rejoin when new memory is needed, or also before large requests") \
-    X(STREAM_RECLAIM_MIN, stream_reclaim_min, SIZE, "16MiB", "",               \
-      "large: the least request before which other streams' completed frees rejoin") \
     X(SMALL_SIZE, small_size, SIZE, "1MiB", "",                                \
       "requests up to this size are packed apart from large ones")             \
     X(LARGE_ROUND, large_round, SIZE, "4KiB", "",                               \
@@ -136,7 +134,9 @@ extern "C" {
     X(REPORT_MAX_POINTS, report_max_points, SIZE, "2000", "",                  \
       "report page: most points per series (long series are downsampled)")    \
     X(REPORT_MAX_BLOCKS, report_max_blocks, SIZE, "20000", "",                 \
-      "report page: blocks a snapshot's map draws before merging neighbours")
+      "report page: blocks a snapshot's map draws before merging neighbours") \
+    X(STREAM_RECLAIM_MIN, stream_reclaim_min, SIZE, "16MiB", "",               \
+      "large: the least request before which other streams' completed frees rejoin")
 
 /* The resolved values. CHOICE options hold the index into their list. New
  * options are added at the end: `size` (sizeof(vram_config) of the library

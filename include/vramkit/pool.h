@@ -166,9 +166,12 @@ typedef struct vram_pool_opts {
                                per stream each time; 1, the default,
                                VRAM_STREAM_RECLAIM=large); 0 (=need): only
                                when new memory would be taken */
-    uint64_t reclaim_min;   /* with reclaim_large: the least request that
-                               rejoins first (VRAM_STREAM_RECLAIM_MIN, 16 MiB;
-                               0: every request above small_size) */
+    uint64_t reclaim_min;   /* with reclaim_large: the least request (after
+                               rounding) that rejoins first
+                               (VRAM_STREAM_RECLAIM_MIN, 16 MiB; 0: every
+                               request above small_size); an opts record
+                               from before this field gets the configured
+                               value */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).

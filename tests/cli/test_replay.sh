@@ -130,6 +130,8 @@ multi=$src/data/traces/frcnn_mbv3_2streams.csv.gz
 "$vramkit" replay --runs 1 --decay-ms 0 --sim-events done "$multi" >"$tmp/ev.txt" 2>"$tmp/ev.err"
 grep -q "^settings: backend sim (events done once recorded), policy vmm" "$tmp/ev.txt" ||
   fail "sim events settings: $(head -1 "$tmp/ev.txt")"
+grep -q "stream reclaim large from 16.0 MiB," "$tmp/ev.txt" ||
+  fail "stream reclaim settings: $(head -1 "$tmp/ev.txt")"
 if grep -q "never released" "$tmp/ev.err"; then fail "events left over: $(cat "$tmp/ev.err")"; fi
 "$vramkit" replay --json --runs 1 --decay-ms 0 --sim-events done "$multi" >"$tmp/ev.json"
 VRAM_SIM_EVENTS=done "$vramkit" replay --json --runs 1 --decay-ms 0 "$multi" >"$tmp/ev_env.json"

@@ -6,8 +6,9 @@
  * and with reclaim_large (VRAM_STREAM_RECLAIM=large) a large request that
  * would carve a much larger block first lets the other streams' completed
  * frees rejoin the shared space (one event record and query per stream with
- * frees), so that it lands on the block that fits, where without it (the
- * default, =need) it carves the larger one with no backend call. Also
+ * frees), so that it lands on the block that fits, where without it
+ * (=need), or below reclaim_min, it carves the larger one with no backend
+ * call. Also
  * vram_pool_opts_init's default, VRAM_STREAM_RECLAIM, and the snapshot's
  * setting.
  *
@@ -140,6 +141,22 @@ static void test_rejoin_before_large(void **state)
     world_close(&w);
 }
 
+/* A number in the pool's snapshot settings. */
+static double snapshot_setting(vram_pool *p, const char *name)
+{
+    vram_buffer b = {0};
+    assert_int_equal(vram_pool_snapshot(p, vram_write_buffer, &b, 0), 0);
+    cJSON *root = cJSON_Parse(b.data);
+    vram_buffer_free(&b);
+    assert_non_null(root);
+    const cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "settings"), name);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(root);
+    return d;
+}
+
 /* The setting: 1 by default and with VRAM_STREAM_RECLAIM=large, 0 with
  * =need (from the environment or set), in the snapshot as reclaim_large;
  * its least request 16 MiB by default, VRAM_STREAM_RECLAIM_MIN otherwise,
@@ -169,21 +186,42 @@ static void test_opts_stream_reclaim(void **state)
     world_open(&w, VRAM_POLICY_VMM, 64 * MiB, 0);
     opt_reclaim_large = 0;
     opt_reclaim_min = 0;
-    vram_buffer b = {0};
-    assert_int_equal(vram_pool_snapshot(w.p, vram_write_buffer, &b, 0), 0);
-    cJSON *root = cJSON_Parse(b.data);
-    vram_buffer_free(&b);
-    assert_non_null(root);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(root, "settings"), "reclaim_large");
-    assert_true(cJSON_IsNumber(v));
-    assert_int_equal((int)v->valuedouble, 1);
-    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "settings"),
-                                         "reclaim_min");
-    assert_true(cJSON_IsNumber(v));
-    assert_true(v->valuedouble == 3.0 * MiB);
-    cJSON_Delete(root);
+    assert_int_equal((int)snapshot_setting(w.p, "reclaim_large"), 1);
+    assert_true(snapshot_setting(w.p, "reclaim_min") == 3.0 * MiB);
     world_close(&w);
+}
+
+/* An opts record from before reclaim_min (its size ends there) gets the
+ * configured value, not what lies past its end. */
+static void test_opts_before_reclaim_min(void **state)
+{
+    (void)state;
+    fake f;
+    memset(&f, 0, sizeof f);
+    f.capacity = 64 * MiB;
+    f.next_res = 0x200000000000ull;
+    vram_backend_ops ops;
+    fk_ops_init(&ops, VRAM_POLICY_VMM, 0, 0);
+    vram_backend *b = NULL;
+    assert_int_equal(vram_backend_create_custom(&ops, &f, f.capacity, GRAN, &b), 0);
+    vram_pool_opts o;
+    vram_pool_opts_init(&o);
+    o.size = offsetof(vram_pool_opts, reclaim_min);
+    o.name = "events";
+    o.backend = b;
+    o.limit = f.capacity;
+    o.decay_ms = 0;
+    o.reclaim_min = 1 * MiB; /* past the size: not read */
+    vram_pool *p = NULL;
+    if (vram_pool_create(&o, &p))
+        fail_msg("pool: %s", vram_last_error());
+    assert_true(snapshot_setting(p, "reclaim_min") == 16.0 * MiB);
+    assert_int_equal(vram_pool_destroy(p), 0);
+    assert_int_equal(vram_backend_destroy(b), 0);
+    check_ledger(&f);
+    free(f.ev);
+    free(f.mem.v);
+    free(f.res.v);
 }
 
 int main(void)
@@ -199,6 +237,7 @@ int main(void)
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_SEG_LARGE),
         cmocka_unit_test_prestate(test_rejoin_before_large, &RJ_SEG_ABOVE),
         cmocka_unit_test(test_opts_stream_reclaim),
+        cmocka_unit_test(test_opts_before_reclaim_min),
     };
     vram_log_set_handler(log_capture, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,8 +72,10 @@ int vram_replay_print_header(const vram_replay_opts *o, vram_write_fn write, voi
                      vram_size_format(mc, sizeof mc, p->map_chunk),
                      huge_in_effect(o) ? vram_size_format(hs, sizeof hs, p->huge_size) : "none",
                      p->stream_waits ? "wait" : "completed", p->reclaim_large ? "large" : "need",
-                     p->reclaim_large ? " from " : "",
-                     p->reclaim_large ? vram_size_format(rmin, sizeof rmin, p->reclaim_min) : "",
+                     !p->reclaim_large ? "" : p->reclaim_min ? " from " : " before every large request",
+                     p->reclaim_large && p->reclaim_min
+                         ? vram_size_format(rmin, sizeof rmin, p->reclaim_min)
+                         : "",
                      o->timing_runs ? o->timing_runs : 5);
     int rc = emit(write, ctx, line, n);
     if (rc)
