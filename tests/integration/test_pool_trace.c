@@ -1,6 +1,7 @@
 /* tests/integration/test_pool_trace.c - a pool asked for a trace writes every
  * event (allocations, frees, refused requests) in the RMM format, plain or
- * gzip, and the trace reads back and replays to the same peak. */
+ * gzip, and the trace reads back and replays to the same peak; a process
+ * that exits with its pool still tracing leaves a whole trace. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -181,6 +183,65 @@ static void test_trace_shared(void **state)
     rmdir(dir);
 }
 
+/* A child process traces a pool, allocates (leaving blocks live) and exits
+ * without destroying it, as a program whose allocator lives to the end does:
+ * the trace, gzip or plain, reads back with every event. */
+static void exit_while_tracing(const char *suffix)
+{
+    char dir[] = "/tmp/vram_trace_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/exit%s", dir, suffix);
+    enum { N = 5000 };
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        vram_backend *b;
+        vram_pool *p;
+        vram_pool_opts o;
+        if (vram_backend_create("sim", &(vram_backend_opts){.capacity = 256 * MiB}, &b) ||
+            vram_pool_opts_init(&o))
+            _exit(2);
+        o.backend = b;
+        if (vram_pool_create(&o, &p) || vram_pool_trace_start(p, path))
+            _exit(3);
+        for (int i = 0; i < N; i++) { /* more than the writer buffers */
+            void *x;
+            if (vram_pool_alloc(p, 4096 + (uint64_t)i, VRAM_OWNER_DEFAULT, VRAM_KIND_IO, NULL, &x))
+                _exit(4);
+            if (i % 2 == 0 && vram_pool_free(p, x, NULL))
+                _exit(5);
+        }
+        exit(0); /* no destroy, no trace stop */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    vram_trace *t;
+    if (vram_trace_read(path, &t))
+        fail_msg("reading %s: %s", path, vram_last_error());
+    assert_int_equal(t->n_allocs, N);
+    assert_int_equal(t->n_frees, N / 2);
+    assert_int_equal(t->unfreed_blocks, N / 2);
+    assert_int_equal(t->events[t->n_events - 1].size, 4096 + N - 1);
+    vram_trace_free(t);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_trace_exit_gzip(void **state)
+{
+    (void)state;
+    exit_while_tracing(".csv.gz");
+}
+
+static void test_trace_exit_plain(void **state)
+{
+    (void)state;
+    exit_while_tracing(".csv");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +249,8 @@ int main(void)
         cmocka_unit_test(test_trace_gzip),
         cmocka_unit_test(test_trace_unwritable),
         cmocka_unit_test(test_trace_shared),
+        cmocka_unit_test(test_trace_exit_gzip),
+        cmocka_unit_test(test_trace_exit_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

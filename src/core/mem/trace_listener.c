@@ -2,8 +2,11 @@
  * listener that writes every event as a line of RMM's CSV through the trace
  * writer (trace_write.c). Pools of a process tracing to one path share one
  * writer, with a lock of its own, so none truncates another's lines; the
- * writer is closed when its last pool stops. A write that fails stops the
- * trace of every pool sharing it (logged once); stopping then reports it. */
+ * writer is closed when its last pool stops, or when the process exits
+ * with pools still tracing (a program that never destroys its pool, as
+ * PyTorch never does its allocator's, still leaves a whole trace; events
+ * after that are dropped). A write that fails stops the trace of every pool
+ * sharing it (logged once); stopping then reports it. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +28,29 @@ typedef struct trace_sink {
 
 static pthread_mutex_t sinks_lock = PTHREAD_MUTEX_INITIALIZER;
 static trace_sink *sinks;
+static pthread_once_t exit_hook_once = PTHREAD_ONCE_INIT;
+static int exit_hook_failed;
+
+/* At exit: finish every open trace (a gzip one gets its trailer), so what
+ * was written reads back whole. Registered from the library, the hook also
+ * runs when the library is unloaded. */
+static void finish_at_exit(void)
+{
+    pthread_mutex_lock(&sinks_lock);
+    for (trace_sink *s = sinks; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        if (s->w)
+            vram_trace_writer_close(s->w);
+        s->w = NULL;
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&sinks_lock);
+}
+
+static void register_exit_hook(void)
+{
+    exit_hook_failed = atexit(finish_at_exit) != 0;
+}
 
 /* A small number per calling thread, for the trace's Thread column. */
 static uint32_t thread_ordinal(void)
@@ -38,6 +64,11 @@ static uint32_t thread_ordinal(void)
 
 static int sink_open(const char *path, trace_sink **out)
 {
+    pthread_once(&exit_hook_once, register_exit_hook);
+    if (exit_hook_failed)
+        vram_log(VRAM_LOG_WARN, "trace %s: cannot finish traces at exit (atexit failed); "
+                                "destroy the pool or stop its trace to finish it",
+                 path);
     pthread_mutex_lock(&sinks_lock);
     trace_sink *s = sinks;
     while (s && strcmp(s->path, path))
