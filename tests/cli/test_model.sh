@@ -177,5 +177,20 @@ expect_error "unknown subcommand" "unknown subcommand" "$vramkit" model compile 
 expect_error "misspelt subcommand" "did you mean sweep" "$vramkit" model swep "$cnn"
 expect_error "unsupported operator" "unsupported operator" "$vramkit" model info \
     "$refroot/models/unsupported_op.onnx"
+# ort_run.js --bench: the timed runs' latency in ort_run.json, with every
+# graph optimization under --optimize; bad counts and the manifest form refused.
+ORT_PREFIX=$refroot node "$src/tools/onnx/ort_run.js" "$cnn" "$work/ob" --bench 3 --optimize \
+    >/dev/null 2>"$work/ob.err" && python3 - "$work/ob/ort_run.json" <<'PY' || { echo "FAIL ort_run --bench: $(cat "$work/ob.err")"; fail=1; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+b = r["bench_ms"]
+assert r["graph_optimization_level"] == "all" and r["intra_op_threads"] == 1, r
+assert b["runs"] == 3 and 0 < b["min"] <= b["median"] <= b["p90"], b
+PY
+expect_error "ort_run bad --bench" "--bench wants a count from 1 to 100000" \
+    env ORT_PREFIX="$refroot" node "$src/tools/onnx/ort_run.js" "$cnn" "$work/ob" --bench 0
+expect_error "ort_run --bench with a manifest" "--manifest takes neither --bench nor --optimize" \
+    env ORT_PREFIX="$refroot" node "$src/tools/onnx/ort_run.js" --manifest \
+    "$refroot/models/manifest.json" "$work/ob" --bench 2
 [ $fail -eq 0 ] && echo "all model checks passed"
 exit $fail

@@ -4,7 +4,7 @@
 // engine is compared against (tests/onnx/README.md).
 //
 //   node tools/onnx/ort_run.js MODEL.onnx OUTDIR [--input NAME=FILE.npy]...
-//                              [--seed S] [--dim NAME=VALUE]...
+//                              [--seed S] [--dim NAME=VALUE]... [--bench N] [--optimize]
 //   node tools/onnx/ort_run.js --manifest MODELDIR/manifest.json REFDIR [--seed S]
 //
 // The second form runs every model of a tools/onnx/gen_models.py manifest
@@ -13,7 +13,11 @@
 // most of a minute on a small machine).
 //
 // --seed S (default 1) seeds the random inputs; --dim NAME=VALUE gives a
-// symbolic input dimension its value (default 1).
+// symbolic input dimension its value (default 1). --bench N runs the model
+// N more times on the same inputs and records their latency (median, p90,
+// lowest) in ort_run.json as bench_ms; --optimize lets ONNX Runtime apply
+// every graph optimization (fusions included: its speed as users run it)
+// instead of none (the exact reference). Both single-model form only.
 // Inputs not given with --input are filled with the seeded rule of
 // tests/onnx/README.md ("Random inputs"), which vramkit's `model run`
 // implements too. Every input fed (given or generated) is written as
@@ -193,10 +197,12 @@ function sanitize(name) {
 }
 
 const USAGE = `usage: ort_run.js MODEL.onnx OUTDIR [--input NAME=FILE.npy]... [--seed S] [--dim NAME=VALUE]...
+                  [--bench N] [--optimize]
        ort_run.js --manifest MODELDIR/manifest.json REFDIR [--seed S]`;
 
 function parseArgs(argv) {
-  const a = { pos: [], inputs: new Map(), seed: 1n, dims: new Map(), manifest: false };
+  const a = { pos: [], inputs: new Map(), seed: 1n, dims: new Map(), manifest: false, bench: 0,
+    optimize: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -224,6 +230,12 @@ function parseArgs(argv) {
       a.dims.set(k, Number(v));
     } else if (arg === '--manifest') {
       a.manifest = true;
+    } else if (arg === '--bench') {
+      const v = value();
+      if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 100000) fail(`--bench wants a count from 1 to 100000, got '${v}'`);
+      a.bench = Number(v);
+    } else if (arg === '--optimize') {
+      a.optimize = true;
     } else if (arg === '-h' || arg === '--help') {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
@@ -235,6 +247,7 @@ function parseArgs(argv) {
   }
   if (a.pos.length !== 2) fail(USAGE);
   if (a.manifest && (a.inputs.size || a.dims.size)) fail('--manifest takes neither --input nor --dim (dims come from the manifest)');
+  if (a.manifest && (a.bench || a.optimize)) fail('--manifest takes neither --bench nor --optimize');
   return a;
 }
 
@@ -253,12 +266,13 @@ const SESSION_OPTIONS = {
 
 // Run one model: inputs from `inputs` (name -> .npy path) or the random rule,
 // files into outDir. Returns the record written as ort_run.json.
-async function runOne(ort, modelPath, outDir, inputs, seed, dims) {
+async function runOne(ort, modelPath, outDir, inputs, seed, dims, bench = 0, optimize = false) {
   if (!fs.existsSync(modelPath)) fail(`${modelPath}: no such file`);
   const t0 = process.hrtime.bigint();
   let session;
   try {
-    session = await ort.InferenceSession.create(modelPath, SESSION_OPTIONS);
+    session = await ort.InferenceSession.create(modelPath,
+      optimize ? { ...SESSION_OPTIONS, graphOptimizationLevel: 'all' } : SESSION_OPTIONS);
   } catch (e) {
     fail(`${modelPath}: ONNX Runtime refused the model: ${e.message}`);
   }
@@ -277,7 +291,8 @@ async function runOne(ort, modelPath, outDir, inputs, seed, dims) {
   // the position is the stream index of the random rule.
   const feeds = {};
   const record = { model: path.resolve(modelPath), ort_version: ort.env.versions.node, seed: seed.toString(),
-    graph_optimization_level: SESSION_OPTIONS.graphOptimizationLevel, inputs: [], outputs: [] };
+    graph_optimization_level: optimize ? 'all' : SESSION_OPTIONS.graphOptimizationLevel,
+    intra_op_threads: SESSION_OPTIONS.intraOpNumThreads, inputs: [], outputs: [] };
   const usedDims = new Set();
   meta.forEach((m, index) => {
     if (!m.isTensor) fail(`input ${m.name} is not a tensor`);
@@ -323,6 +338,16 @@ async function runOne(ort, modelPath, outDir, inputs, seed, dims) {
     fail(`${modelPath}: run failed: ${e.message}`);
   }
   const t3 = process.hrtime.bigint();
+  const times = [];
+  for (let k = 0; k < bench; k++) {
+    const a0 = process.hrtime.bigint();
+    try {
+      results = await session.run(feeds);
+    } catch (e) {
+      fail(`${modelPath}: run ${k + 2} failed: ${e.message}`);
+    }
+    times.push(Number(process.hrtime.bigint() - a0) / 1e6);
+  }
   await session.release();
 
   // Check every name before writing anything.
@@ -349,6 +374,11 @@ async function runOne(ort, modelPath, outDir, inputs, seed, dims) {
   const ms = (a, b) => Number(b - a) / 1e6;
   record.load_ms = ms(t0, t1);
   record.run_ms = ms(t2, t3);
+  if (times.length) {
+    times.sort((x, y) => x - y);
+    const at = (q) => times[Math.min(times.length - 1, Math.floor(q * times.length))];
+    record.bench_ms = { runs: times.length, median: at(0.5), p90: at(0.9), min: times[0] };
+  }
   fs.writeFileSync(path.join(outDir, 'ort_run.json'), `${JSON.stringify(record, null, 1)}\n`);
   return record;
 }
@@ -365,7 +395,8 @@ async function main() {
   ort.env.logLevel = 'fatal';
   if (!args.manifest) {
     const [modelPath, outDir] = args.pos;
-    process.stdout.write(summary(modelPath, await runOne(ort, modelPath, outDir, args.inputs, args.seed, args.dims)));
+    process.stdout.write(summary(modelPath, await runOne(ort, modelPath, outDir, args.inputs, args.seed,
+      args.dims, args.bench, args.optimize)));
     return 0;
   }
   // --manifest: every model of a gen_models.py manifest into REFDIR/<name>/,
