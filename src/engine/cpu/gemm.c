@@ -9,6 +9,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_nn.h"
+#include "engine/cpu/simd.h"
 
 /* Block sizes: a KC x NC block of B (128 KiB) stays in L2 while every row
  * of A streams over it; four rows of Y (4 KiB) stay in L1. The packed path
@@ -18,7 +19,10 @@
 #define PKC 64
 #define PNC 128
 
-/* y[i, 0:nc] += alpha * sum_{p<kc} A(i,p) b[p*ldb + j]; b rows contiguous. */
+/* y[i, 0:nc] += alpha * sum_{p<kc} A(i,p) b[p*ldb + j]; b rows contiguous.
+ * Built twice, for CPUs with AVX2 and FMA (x86-64-v3) and for any x86-64;
+ * the loader picks one at run time. */
+VRAM__CPU_CLONES
 static void block_kernel(int64_t m, int64_t nc, int64_t kc, float alpha, const float *a,
                          int64_t ars, int64_t acs, const float *b, int64_t ldb, float *y,
                          int64_t ldy)
