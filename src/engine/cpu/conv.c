@@ -14,6 +14,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_nn.h"
+#include "engine/cpu/simd.h"
 
 /* Positions per tile when each position needs k scratch floats and
  * `floats` are available; 0 if not even one column fits. */
@@ -98,7 +99,8 @@ static void im2col_tile(const vram__conv2d *p, const float *xg, int64_t cig, int
 
 /* Direct convolution: each output channel is a sum of shifted, scaled rows
  * of its group's input planes, so no scratch is needed (depthwise always,
- * others when the workspace is too small for im2col). */
+ * others when the workspace is too small for im2col). Cloned for AVX2. */
+VRAM__CPU_CLONES
 static void conv_direct(const vram__conv2d *p, const float *x, const float *w, float *y)
 {
     int64_t cog = p->c_out / p->group, cig = p->c_in / p->group;

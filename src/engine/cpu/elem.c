@@ -10,6 +10,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_elem.h"
+#include "engine/cpu/simd.h"
 #include "engine/cpu/scalar.h"
 
 char *vram__cpu_shape_fmt(const vram__shape *s, char *buf, size_t cap)
@@ -39,6 +40,7 @@ static float sigmoidf(float x)
     return e / (1.0f + e);
 }
 
+VRAM__CPU_CLONES
 void vram__cpu_unary(int op, const float *params, int64_t n, const float *x, float *y)
 {
     int64_t i;
