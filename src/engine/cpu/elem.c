@@ -40,8 +40,10 @@ static float sigmoidf(float x)
     return e / (1.0f + e);
 }
 
+/* Cloned for AVX2 and FMA: static, since a cloned function is exported as
+ * an indirect symbol with its resolver, which the library must not export. */
 VRAM__CPU_CLONES
-void vram__cpu_unary(int op, const float *params, int64_t n, const float *x, float *y)
+static void unary(int op, const float *params, int64_t n, const float *x, float *y)
 {
     int64_t i;
     switch (op) {
@@ -88,6 +90,11 @@ void vram__cpu_unary(int op, const float *params, int64_t n, const float *x, flo
             y[i] = NAN;
         return;
     }
+}
+
+void vram__cpu_unary(int op, const float *params, int64_t n, const float *x, float *y)
+{
+    unary(op, params, n, x, y);
 }
 
 /* ---- broadcasting ------------------------------------------------------- */

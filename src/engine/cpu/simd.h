@@ -1,5 +1,6 @@
 /* src/engine/cpu/simd.h - how a hot CPU kernel gets vector code for the CPU
- * it runs on: VRAM__CPU_CLONES before a function builds it twice, for
+ * it runs on: VRAM__CPU_CLONES before a static function (an exported one
+ * would export its resolver too) builds it twice, for
  * x86-64-v3 (AVX2, FMA) and for any x86-64, and the loader picks the clone
  * once, at run time, from what the CPU reports (GCC's target_clones, an
  * ifunc). Elsewhere the function is built once, portably. */
