@@ -7,7 +7,11 @@
 #ifndef VRAM_ENGINE_CPU_SIMD_H
 #define VRAM_ENGINE_CPU_SIMD_H
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+/* Not under ThreadSanitizer: a clone's resolver runs while the loader
+ * relocates the library, before that runtime is up, and the program dies
+ * there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define VRAM__CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define VRAM__CPU_CLONES
