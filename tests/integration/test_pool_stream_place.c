@@ -196,32 +196,20 @@ static void test_opts_stream_reclaim(void **state)
 static void test_opts_before_reclaim_min(void **state)
 {
     (void)state;
-    fake f;
-    memset(&f, 0, sizeof f);
-    f.capacity = 64 * MiB;
-    f.next_res = 0x200000000000ull;
-    vram_backend_ops ops;
-    fk_ops_init(&ops, VRAM_POLICY_VMM, 0, 0);
-    vram_backend *b = NULL;
-    assert_int_equal(vram_backend_create_custom(&ops, &f, f.capacity, GRAN, &b), 0);
+    world w;
+    world_open_backend(&w, VRAM_POLICY_VMM, 64 * MiB);
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.size = offsetof(vram_pool_opts, reclaim_min);
     o.name = "events";
-    o.backend = b;
-    o.limit = f.capacity;
+    o.backend = w.b;
+    o.limit = w.f.capacity;
     o.decay_ms = 0;
     o.reclaim_min = 1 * MiB; /* past the size: not read */
-    vram_pool *p = NULL;
-    if (vram_pool_create(&o, &p))
+    if (vram_pool_create(&o, &w.p))
         fail_msg("pool: %s", vram_last_error());
-    assert_true(snapshot_setting(p, "reclaim_min") == 16.0 * MiB);
-    assert_int_equal(vram_pool_destroy(p), 0);
-    assert_int_equal(vram_backend_destroy(b), 0);
-    check_ledger(&f);
-    free(f.ev);
-    free(f.mem.v);
-    free(f.res.v);
+    assert_true(snapshot_setting(w.p, "reclaim_min") == 16.0 * MiB);
+    world_close(&w);
 }
 
 int main(void)

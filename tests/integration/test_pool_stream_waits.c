@@ -523,33 +523,23 @@ static void test_no_stream_waits(void **state)
 static void test_opts_before_stream_waits(void **state)
 {
     (void)state;
-    fake f;
-    memset(&f, 0, sizeof f);
-    f.capacity = 64 * MiB;
-    f.next_res = 0x200000000000ull;
-    vram_backend_ops ops;
-    fk_ops_init(&ops, VRAM_POLICY_VMM, 0, 1);
-    vram_backend *b = NULL;
-    assert_int_equal(vram_backend_create_custom(&ops, &f, f.capacity, GRAN, &b), 0);
+    opt_stream_wait_event = 1;
+    world w;
+    world_open_backend(&w, VRAM_POLICY_VMM, 64 * MiB);
+    opt_stream_wait_event = 0;
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.size = offsetof(vram_pool_opts, stream_waits);
     o.name = "events";
-    o.backend = b;
+    o.backend = w.b;
     o.policy = VRAM_POLICY_VMM;
-    o.limit = f.capacity;
+    o.limit = w.f.capacity;
     o.decay_ms = 0;
     o.stream_waits = 0; /* past the size: not read */
-    vram_pool *p = NULL;
-    if (vram_pool_create(&o, &p))
+    if (vram_pool_create(&o, &w.p))
         fail_msg("pool: %s", vram_last_error());
-    assert_int_equal(setting_stream_waits(p), 1);
-    assert_int_equal(vram_pool_destroy(p), 0);
-    assert_int_equal(vram_backend_destroy(b), 0);
-    check_ledger(&f);
-    free(f.ev);
-    free(f.mem.v);
-    free(f.res.v);
+    assert_int_equal(setting_stream_waits(w.p), 1);
+    world_close(&w);
 }
 
 /* vram_pool_opts_init: stream_waits 1 by default and with

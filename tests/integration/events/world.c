@@ -40,7 +40,7 @@ const char *const settle_sentence =
  * Freed memory thus stays held until a mapping (or a segment) would pass
  * the limit, the backend refuses memory, or a trim. retain: retain_min, what
  * the decay would leave held (with no decay it changes nothing). */
-void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t retain)
+void world_open_backend(world *w, vram_policy policy, uint64_t capacity)
 {
     memset(w, 0, sizeof *w);
     w->policy = policy;
@@ -51,6 +51,11 @@ void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t retain
     fk_ops_init(&ops, policy, opt_huge_size != 0, opt_stream_wait_event);
     ops.size = opt_ops_size;
     assert_int_equal(vram_backend_create_custom(&ops, &w->f, capacity, GRAN, &w->b), 0);
+}
+
+void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t retain)
+{
+    world_open_backend(w, policy, capacity);
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.name = "events";

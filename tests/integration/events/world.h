@@ -45,6 +45,9 @@ typedef struct world {
 /* A fake, its backend and a pool of `policy` on it (see world.c for the
  * options); capacity: the fake's; retain: the pool's retain_min. */
 void world_open(world *w, vram_policy policy, uint64_t capacity, uint64_t retain);
+/* The fake and its backend as world_open makes them, but no pool: for a
+ * test that makes its own (w->p; world_close destroys it). */
+void world_open_backend(world *w, vram_policy policy, uint64_t capacity);
 /* Fail the test if the fake saw a ledger violation or a bad event use. */
 void check_ledger(const fake *f);
 /* Destroy the pool (it must succeed) and the backend, then check that the
