@@ -6,6 +6,7 @@
 
 #include "base/internal.h"
 #include "engine_internal.h"
+#include "engine/cpu/fast.h"
 
 static const vram__shape *shape_of(const vram_exec *c, int v) { return &c->var->shape[v]; }
 
@@ -20,6 +21,9 @@ static int run_step(vram_exec *ctx, const vram__step *st)
 #define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
     switch (st->op) {
     case VRAM__OP_CONV:
+        if (vram__cpu_conv2d_fast_ok(&st->p.conv) &&
+            vram__cpu_conv2d_fast_scratch(&st->p.conv) <= e->workspace_bytes)
+            return vram__cpu_conv2d_fast(&st->p.conv, x, IN(1), IN(2), NULL, y, ctx->workspace, 0, 1);
         return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace, e->workspace_bytes);
     case VRAM__OP_CONV_TRANSPOSE:
         return vram__cpu_conv_transpose2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace,
@@ -132,8 +136,11 @@ static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v)
     for (int i = 0; i < v->n_steps; i++) {
         const vram__step *st = &v->steps[i];
         uint64_t lim = e->workspace_limit, b = 0;
-        if (st->op == VRAM__OP_CONV)
-            b = vram__cpu_conv2d_scratch(&st->p.conv, lim);
+        if (st->op == VRAM__OP_CONV) {
+            b = vram__cpu_conv2d_fast_scratch(&st->p.conv);
+            if (b > lim)
+                b = vram__cpu_conv2d_scratch(&st->p.conv, lim);
+        }
         else if (st->op == VRAM__OP_CONV_TRANSPOSE)
             b = vram__cpu_conv_transpose2d_scratch(&st->p.conv, lim);
         else if (st->op == VRAM__OP_RESIZE) /* its tables are needed whatever the limit */
@@ -199,7 +206,7 @@ static void context_fini(vram_exec *c) { (void)c; }
 const vram__exec_ops vram__exec_cpu_ops = {
     .name = "cpu",
     .own_backend = "host",
-    .workspace_default = 256u << 10,
+    .workspace_default = 1u << 20,
     .backend_ok = backend_ok,
     .engine_init = engine_init,
     .engine_fini = engine_fini,

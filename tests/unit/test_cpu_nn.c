@@ -26,43 +26,15 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_nn.h"
+#include "test_rand.h"
 
 #define TOL 1e-5
 
 /* ---- helpers --------------------------------------------------------- */
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static uint64_t rng(void) /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static int64_t irand(int64_t lo, int64_t hi) /* inclusive */
-{
-    return lo + (int64_t)(rng() % (uint64_t)(hi - lo + 1));
-}
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    return (float)((double)(rng() >> 40) / (double)(1u << 23) - 1.0);
-}
-
 /* A workspace for the hand-checked cases, so that they take the im2col
  * and col2im paths (the random cases try none, small and large). */
 static float big_scratch[1 << 16];
-
-static float *rand_buf(int64_t n)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    assert_non_null(p);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
 
 static double *dbuf(int64_t n)
 {

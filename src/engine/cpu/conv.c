@@ -56,45 +56,43 @@ static void fill_bias(int64_t n, int64_t c, int64_t plane, const float *bias, fl
     }
 }
 
-/* col[r, 0:ns] for r = (ci*kh + ky)*kw + kx (the weight's order) and output
- * positions s0 .. s0+ns-1 (row-major over oh x ow): the input cell each tap
- * reads, 0 in the padding. xg holds cig input planes. */
+void vram__im2col_row(const vram__conv2d *p, const float *xg, int64_t r, int64_t s0, int64_t ns,
+                      float *out)
+{
+    int64_t ci = r / (p->kh * p->kw), ky = r / p->kw % p->kh, kx = r % p->kw;
+    const float *xp = xg + ci * p->h * p->w;
+    int64_t offx = kx * p->dil_w - p->pad_left, lo, hi;
+    vram__valid_range(offx, p->stride_w, p->w, p->ow, &lo, &hi);
+    int64_t s = s0;
+    while (s < s0 + ns) {
+        int64_t oy = s / p->ow, ox0 = s % p->ow;
+        int64_t e = ox0 + (s0 + ns - s < p->ow - ox0 ? s0 + ns - s : p->ow - ox0);
+        int64_t iy = oy * p->stride_h - p->pad_top + ky * p->dil_h;
+        if (iy < 0 || iy >= p->h) {
+            memset(out, 0, (size_t)(e - ox0) * sizeof *out);
+        } else {
+            const float *xrow = xp + iy * p->w; /* xrow[ox*sw + offx] */
+            int64_t a = lo < ox0 ? ox0 : lo > e ? e : lo;
+            int64_t b = hi < a ? a : hi > e ? e : hi;
+            memset(out, 0, (size_t)(a - ox0) * sizeof *out);
+            if (p->stride_w == 1)
+                memcpy(out + (a - ox0), xrow + a + offx, (size_t)(b - a) * sizeof *out);
+            else
+                for (int64_t ox = a; ox < b; ox++)
+                    out[ox - ox0] = xrow[ox * p->stride_w + offx];
+            memset(out + (b - ox0), 0, (size_t)(e - b) * sizeof *out);
+        }
+        out += e - ox0;
+        s += e - ox0;
+    }
+}
+
+/* col[r, 0:ns] for every row r of the group's cig input planes xg. */
 static void im2col_tile(const vram__conv2d *p, const float *xg, int64_t cig, int64_t s0,
                         int64_t ns, float *col)
 {
-    float *dst = col;
-    for (int64_t ci = 0; ci < cig; ci++) {
-        const float *xp = xg + ci * p->h * p->w;
-        for (int64_t ky = 0; ky < p->kh; ky++) {
-            for (int64_t kx = 0; kx < p->kw; kx++, dst += ns) {
-                int64_t offx = kx * p->dil_w - p->pad_left, lo, hi;
-                vram__valid_range(offx, p->stride_w, p->w, p->ow, &lo, &hi);
-                int64_t s = s0, d = 0;
-                while (s < s0 + ns) {
-                    int64_t oy = s / p->ow, ox0 = s % p->ow;
-                    int64_t e = ox0 + (s0 + ns - s < p->ow - ox0 ? s0 + ns - s : p->ow - ox0);
-                    int64_t iy = oy * p->stride_h - p->pad_top + ky * p->dil_h;
-                    float *out = dst + d; /* out[ox - ox0] */
-                    if (iy < 0 || iy >= p->h) {
-                        memset(out, 0, (size_t)(e - ox0) * sizeof *out);
-                    } else {
-                        const float *xrow = xp + iy * p->w; /* xrow[ox*sw + offx] */
-                        int64_t a = lo < ox0 ? ox0 : lo > e ? e : lo;
-                        int64_t b = hi < a ? a : hi > e ? e : hi;
-                        memset(out, 0, (size_t)(a - ox0) * sizeof *out);
-                        if (p->stride_w == 1)
-                            memcpy(out + (a - ox0), xrow + a + offx, (size_t)(b - a) * sizeof *out);
-                        else
-                            for (int64_t ox = a; ox < b; ox++)
-                                out[ox - ox0] = xrow[ox * p->stride_w + offx];
-                        memset(out + (b - ox0), 0, (size_t)(e - b) * sizeof *out);
-                    }
-                    d += e - ox0;
-                    s += e - ox0;
-                }
-            }
-        }
-    }
+    for (int64_t r = 0; r < cig * p->kh * p->kw; r++)
+        vram__im2col_row(p, xg, r, s0, ns, col + r * ns);
 }
 
 /* Direct convolution: each output channel is a sum of shifted, scaled rows

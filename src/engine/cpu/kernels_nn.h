@@ -108,5 +108,11 @@ void vram__cpu_gemm_acc(int64_t m, int64_t n, int64_t k, float alpha, const floa
                         int64_t acs, const float *b, int64_t brs, int64_t bcs, float *y,
                         int64_t ldy);
 
+/* One row of a convolution's im2col matrix: out[0:ns] = the input cell tap
+ * r = (ci*kh + ky)*kw + kx reads at output positions s0 .. s0+ns-1
+ * (row-major over oh x ow), 0 in the padding; xg holds the group's input
+ * planes. */
+void vram__im2col_row(const vram__conv2d *p, const float *xg, int64_t r, int64_t s0, int64_t ns,
+                      float *out);
 
 #endif

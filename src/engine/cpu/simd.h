@@ -1,8 +1,8 @@
 /* src/engine/cpu/simd.h - how a hot CPU kernel gets vector code for the CPU
  * it runs on: VRAM__CPU_CLONES before a static function (an exported one
- * would export its resolver too) builds it twice, for
- * x86-64-v3 (AVX2, FMA) and for any x86-64, and the loader picks the clone
- * once, at run time, from what the CPU reports (GCC's target_clones, an
+ * would export its resolver too) builds it three times, for x86-64-v4
+ * (AVX-512), x86-64-v3 (AVX2, FMA) and any x86-64, and the loader picks the
+ * clone once, at run time, from what the CPU reports (GCC's target_clones, an
  * ifunc). Elsewhere the function is built once, portably. */
 #ifndef VRAM_ENGINE_CPU_SIMD_H
 #define VRAM_ENGINE_CPU_SIMD_H
@@ -12,7 +12,8 @@
  * there. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
-#define VRAM__CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define VRAM__CPU_CLONES                                                                        \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VRAM__CPU_CLONES
 #endif

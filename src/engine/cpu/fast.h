@@ -1,0 +1,106 @@
+/* src/engine/cpu/fast.h - the CPU executor's fast kernels: a packed GEMM on
+ * register tiles for the CPU's vector unit (sgemm.c, sgemm_kernels.c), the
+ * convolutions built on it with im2col packed straight into its panels
+ * (conv_fast.c), a vectorized depthwise convolution (dwconv.c), and the
+ * epilogue they share: bias, a residual Add and an activation applied while
+ * the output is still in cache. The plain-C kernels of kernels_nn.h stay the
+ * reference these are tested against. All work on the caller's memory
+ * (scratch included) and allocate nothing. Each splits its work into parts
+ * (part of parts, 0 <= part < parts) that may run on different threads at
+ * once, each with its own scratch; parts == 1 runs it whole. */
+#ifndef VRAM_ENGINE_CPU_FAST_H
+#define VRAM_ENGINE_CPU_FAST_H
+
+#include <stdint.h>
+
+#include "engine/cpu/kernels_nn.h"
+
+/* ---- register tiles and the CPU's level ------------------------------- */
+
+enum { VRAM__ISA_PORTABLE, VRAM__ISA_AVX2, VRAM__ISA_AVX512 };
+
+/* One tile: c[i*ldc + j] for i < mr, j < nr is set to (load: incremented
+ * by) sum_{p < kc} a[p*mr + i] * b[p*nr + j]. */
+typedef void (*vram__tile_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                              int load);
+
+typedef struct vram__cpu_isa {
+    const char *name; /* "avx512", "avx2", "portable" */
+    int mr, nr;
+    vram__tile_fn tile;
+} vram__cpu_isa;
+
+/* The tiles in use: the best the CPU has, unless forced. */
+const vram__cpu_isa *vram__cpu_isa_get(void);
+/* Use `level` (VRAM__ISA_...; above what the CPU has, or negative: the best)
+ * from now on, process-wide; returns the level taken. */
+int vram__cpu_isa_force(int level);
+int vram__cpu_isa_best(void);
+
+/* ---- epilogue ---------------------------------------------------------- */
+
+/* Applied to each output element y[i, j] in this order, once its sum is
+ * complete: + bias[i], + add[i*ld_add + j], then act (a vram__unary_op, with
+ * act_p its parameters as vram__cpu_unary takes them; -1 none). Every
+ * field optional; {.act = -1} is none. Rounds exactly as the separate
+ * steps would. */
+typedef struct vram__epilogue {
+    const float *bias;
+    const float *add;
+    int64_t ld_add;
+    int act;
+    const float *act_p;
+} vram__epilogue;
+
+/* Apply ep to y[i*ldy + j] for i0 <= i < i0 + m, j0 <= j < j0 + nc (the
+ * indices bias and add are read at). NULL ep: nothing. */
+void vram__epilogue_rows(const vram__epilogue *ep, int64_t i0, int64_t m, int64_t j0, int64_t nc,
+                         float *y, int64_t ldy);
+
+/* ---- packed GEMM ------------------------------------------------------- */
+
+/* Where B (k x n) comes from: a strided matrix, B(p, j) = b[p*brs + j*bcs],
+ * or (conv non-NULL) the im2col view of a convolution's input planes x of
+ * one group: row p = (ci*kh + ky)*kw + kx, column j = output position. */
+typedef struct vram__sgemm_b {
+    const float *b;
+    int64_t brs, bcs;
+    const vram__conv2d *conv;
+    const float *x;
+} vram__sgemm_b;
+
+/* Y[m, n] = A B, then the epilogue (ep may be NULL): A(i, p) = a[i*lda + p],
+ * Y(i, j) = y[i*ldy + j]. Split by parts over rows or columns, whichever
+ * has more tiles. scratch: vram__cpu_sgemm_scratch(m, n, k) bytes, aligned
+ * to 64, for this part alone. */
+void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const vram__sgemm_b *b, float *y, int64_t ldy, const vram__epilogue *ep,
+                     void *scratch, int part, int parts);
+uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k);
+
+/* ---- convolutions ------------------------------------------------------ */
+
+/* Conv as vram__cpu_conv2d, with ep applied (ep->bias ignored: bias is the
+ * convolution's), through the packed GEMM for dense and grouped
+ * convolutions and the vectorized loop for depthwise ones. scratch:
+ * vram__cpu_conv2d_fast_scratch(p) bytes for this part, aligned to 64.
+ * VRAM_EINVAL as vram__cpu_conv2d. */
+int vram__cpu_conv2d_fast(const vram__conv2d *p, const float *x, const float *w,
+                          const float *bias, const vram__epilogue *ep, float *y, void *scratch,
+                          int part, int parts);
+uint64_t vram__cpu_conv2d_fast_scratch(const vram__conv2d *p);
+/* Whether vram__cpu_conv2d_fast takes p (not: a depthwise kernel taller
+ * than VRAM__DW_MAX_KH, which the reference kernel runs). */
+int vram__cpu_conv2d_fast_ok(const vram__conv2d *p);
+
+/* Depthwise (one input channel per group, any multiplier) for channels
+ * [c0, c1) of the output, all of the batch: y = conv + bias, then ep;
+ * scratch: vram__cpu_dwconv_scratch(p) bytes.
+ * Kernels up to VRAM__DW_MAX_KH rows tall. */
+#define VRAM__DW_MAX_KH 32
+void vram__cpu_dwconv(const vram__conv2d *p, const float *x, const float *w, const float *bias,
+                      const vram__epilogue *ep, float *y, int64_t c0, int64_t c1, float *scratch);
+/* Its scratch: a padded copy of one input plane. */
+uint64_t vram__cpu_dwconv_scratch(const vram__conv2d *p);
+
+#endif
