@@ -20,7 +20,6 @@
  * not functions, so that no vector crosses a call (its ABI differs between
  * the clones). */
 typedef float vram__vf16 __attribute__((vector_size(64)));
-typedef int vram__vi16 __attribute__((vector_size(64)));
 #define LOADV(v, ptr) memcpy(&(v), (ptr), sizeof(v))
 
 /* yrow[0:ow]: rows[t] is tap row t's padded input row (NULL when that row
@@ -33,7 +32,6 @@ static inline __attribute__((always_inline)) void out_row(const vram__conv2d *p,
 {
     const int64_t kh = p->kh, kw = p->kw, dw = p->dil_w;
     /* xr[0, 2, .. 30] from xr[0..15] and xr[15..30]: no read past the last tap. */
-    const vram__vi16 evens = {0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31};
     for (int64_t ox = 0; ox < p->ow; ox += VW) {
         vram__vf16 acc = {0};
         acc += bias;
@@ -50,7 +48,8 @@ static inline __attribute__((always_inline)) void out_row(const vram__conv2d *p,
                     vram__vf16 lo, hi;
                     LOADV(lo, xr);
                     LOADV(hi, xr + VW - 1);
-                    xv = __builtin_shuffle(lo, hi, evens);
+                    xv = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19,
+                                                 21, 23, 25, 27, 29, 31);
                 } else {
                     float g[VW];
                     for (int t = 0; t < VW; t++)
