@@ -62,7 +62,7 @@ typedef enum vram_dtype {
 /* The most dimensions a tensor has. */
 #define VRAM_TENSOR_MAX_RANK 8
 
-/* vram_engine_opts.workspace_limit: the executor's default (cpu 256 KiB,
+/* vram_engine_opts.workspace_limit: the executor's default (cpu 4 MiB,
  * cuda 64 MiB). */
 #define VRAM_ENGINE_WORKSPACE_DEFAULT UINT64_MAX
 

@@ -21,8 +21,7 @@ static int run_step(vram_exec *ctx, const vram__step *st)
 #define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
     switch (st->op) {
     case VRAM__OP_CONV:
-        if (vram__cpu_conv2d_fast_ok(&st->p.conv) &&
-            vram__cpu_conv2d_fast_scratch(&st->p.conv) <= e->workspace_bytes)
+        if (vram__cpu_conv2d_fast_scratch(&st->p.conv) <= e->workspace_bytes)
             return vram__cpu_conv2d_fast(&st->p.conv, x, IN(1), IN(2), NULL, y, ctx->workspace, 0, 1);
         return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace, e->workspace_bytes);
     case VRAM__OP_CONV_TRANSPOSE:
@@ -206,7 +205,7 @@ static void context_fini(vram_exec *c) { (void)c; }
 const vram__exec_ops vram__exec_cpu_ops = {
     .name = "cpu",
     .own_backend = "host",
-    .workspace_default = 1u << 20,
+    .workspace_default = 4u << 20,
     .backend_ok = backend_ok,
     .engine_init = engine_init,
     .engine_fini = engine_fini,

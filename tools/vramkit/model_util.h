@@ -35,7 +35,7 @@ void model_opts_init(model_opts *o);
          "the largest batch, for inputs whose batch is symbolic (default 1)", 1, 1 << 20, NULL, \
          &(mo)->batch_given},                                                                    \
         {"--workspace", NULL, CLI_SIZE, &(mo)->workspace, "SIZE",                                \
-         "scratch per execution context for the convolutions (default: cpu 256K, cuda 64M)", 0, \
+         "scratch per execution context for the convolutions (default: cpu 4M, cuda 64M)", 0, \
          (double)(1ull << 50)},                                                                  \
         {"--tf32", NULL, CLI_FLAG, &(mo)->tf32, NULL,                                            \
          "cuda: let cuDNN and cuBLAS use TF32 tensor cores"}

@@ -15,11 +15,6 @@ static int is_pointwise(const vram__conv2d *p)
 
 static int is_depthwise(const vram__conv2d *p) { return p->group >= 1 && p->c_in == p->group; }
 
-int vram__cpu_conv2d_fast_ok(const vram__conv2d *p)
-{
-    return !is_depthwise(p) || p->kh <= VRAM__DW_MAX_KH;
-}
-
 uint64_t vram__cpu_conv2d_fast_scratch(const vram__conv2d *p)
 {
     if (p->group < 1 || p->c_in % p->group || p->c_out % p->group)
@@ -37,9 +32,6 @@ int vram__cpu_conv2d_fast(const vram__conv2d *p, const float *x, const float *w,
     int rc = vram__conv2d_check(p, "Conv");
     if (rc)
         return rc;
-    if (!vram__cpu_conv2d_fast_ok(p))
-        return vram__fail(VRAM_EINVAL, "Conv: a depthwise kernel %lld rows tall (the fast "
-                          "kernel takes %d at most)", (long long)p->kh, VRAM__DW_MAX_KH);
     int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     int64_t S = p->oh * p->ow, K = cig * p->kh * p->kw;
     if (S == 0 || cog == 0)

@@ -89,18 +89,13 @@ int vram__cpu_conv2d_fast(const vram__conv2d *p, const float *x, const float *w,
                           const float *bias, const vram__epilogue *ep, float *y, void *scratch,
                           int part, int parts);
 uint64_t vram__cpu_conv2d_fast_scratch(const vram__conv2d *p);
-/* Whether vram__cpu_conv2d_fast takes p (not: a depthwise kernel taller
- * than VRAM__DW_MAX_KH, which the reference kernel runs). */
-int vram__cpu_conv2d_fast_ok(const vram__conv2d *p);
 
 /* Depthwise (one input channel per group, any multiplier) for channels
  * [c0, c1) of the output, all of the batch: y = conv + bias, then ep;
- * scratch: vram__cpu_dwconv_scratch(p) bytes.
- * Kernels up to VRAM__DW_MAX_KH rows tall. */
-#define VRAM__DW_MAX_KH 32
+ * scratch: vram__cpu_dwconv_scratch(p) bytes. */
 void vram__cpu_dwconv(const vram__conv2d *p, const float *x, const float *w, const float *bias,
                       const vram__epilogue *ep, float *y, int64_t c0, int64_t c1, float *scratch);
-/* Its scratch: a padded copy of one input plane. */
+/* Its scratch: a padded copy of one input plane (dwconv.c says how). */
 uint64_t vram__cpu_dwconv_scratch(const vram__conv2d *p);
 
 #endif

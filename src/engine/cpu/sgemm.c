@@ -1,10 +1,11 @@
 /* src/engine/cpu/sgemm.c - the packed GEMM of the fast CPU kernels, blocked
  * for the caches as BLIS does it: a KC x NC block of B is packed into
- * panels NR columns wide (it stays in L2), an MC x KC block of A into panels
- * MR rows tall (L1/L2), and the register tile (sgemm_kernels.c) runs over
- * every pair of panels. B's rows come straight from a matrix or from a
- * convolution's input through im2col, so a convolution never builds its
- * whole column matrix. Edges are zero-padded in the panels and the tile
+ * panels NR columns wide (it stays in L2), and the register tile
+ * (sgemm_kernels.c) runs over every pair of it and an MC x KC block of A.
+ * A is packed into panels MR rows tall once per k block, all of its rows
+ * (weights are read once, not once per block of columns). B's rows come
+ * straight from a matrix or from a convolution's input through im2col, so
+ * a convolution never builds its whole column matrix. Edges are zero-padded in the panels and the tile
  * writes them to a small buffer on the stack. The epilogue runs on each
  * finished tile while it is in L1. */
 #include <string.h>
@@ -14,7 +15,7 @@
 #include "engine/cpu/kernels_elem.h"
 
 #define KC 256
-#define MC 144 /* a multiple of every tile's MR */
+#define MC 144 /* rows of A per pass over a B block: a multiple of every MR */
 #define NC 512 /* a multiple of every tile's NR */
 #define MR_MAX 12
 #define NR_MAX 32
@@ -22,10 +23,11 @@
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* The A part of the scratch, in floats, kept a multiple of 64 bytes. */
+/* The A part of the scratch, in floats (all of A's rows, one k block),
+ * kept a multiple of 64 bytes. */
 static int64_t a_floats(int64_t m, int64_t k)
 {
-    return round_up(round_up(min64(m, MC), MR_MAX) * min64(k, KC), 16);
+    return round_up(round_up(m, MR_MAX) * min64(k, KC), 16);
 }
 
 uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k)
@@ -114,21 +116,21 @@ static void sgemm_block(const vram__cpu_isa *isa, int64_t i0, int64_t i1, int64_
     const int mr = isa->mr, nr = isa->nr;
     float *ap = scratch, *bp = scratch + a_floats(i1 - i0, k);
     float row[NC], edge[MR_MAX * NR_MAX];
-    for (int64_t jc = j0; jc < j1; jc += NC) {
-        int64_t nc = min64(NC, j1 - jc);
-        for (int64_t pc = 0; pc < k; pc += KC) {
-            int64_t kc = min64(KC, k - pc);
-            int last = pc + kc == k;
+    for (int64_t pc = 0; pc < k; pc += KC) {
+        int64_t kc = min64(KC, k - pc);
+        int last = pc + kc == k;
+        pack_a(a, lda, i1, i0, i1 - i0, pc, kc, mr, ap); /* every row once per k block */
+        for (int64_t jc = j0; jc < j1; jc += NC) {
+            int64_t nc = min64(NC, j1 - jc);
             pack_b(b, pc, kc, jc, nc, nr, bp, row);
             for (int64_t ic = i0; ic < i1; ic += MC) {
                 int64_t mc = min64(MC, i1 - ic);
-                pack_a(a, lda, i1, ic, mc, pc, kc, mr, ap);
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     int64_t w = min64(nr, nc - jr);
                     const float *bpanel = bp + (jr / nr) * kc * nr;
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         int64_t h = min64(mr, mc - ir);
-                        const float *apanel = ap + (ir / mr) * kc * mr;
+                        const float *apanel = ap + ((ic - i0 + ir) / mr) * kc * mr;
                         float *c = y + (ic + ir) * ldy + jc + jr;
                         if (h == mr && w == nr) {
                             isa->tile(kc, apanel, bpanel, c, ldy, pc > 0);
