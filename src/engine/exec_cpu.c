@@ -52,9 +52,9 @@ static int run_step(vram_exec *ctx, const vram__step *st)
         vram__cpu_global_avgpool(st->p.gap.n, st->p.gap.c, st->p.gap.spatial, x, y);
         return 0;
     case VRAM__OP_GEMM:
-        vram__cpu_gemm(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
-                       st->p.gemm.k, st->p.gemm.alpha, x, IN(1), st->p.gemm.beta, IN(2),
-                       st->p.gemm.c_rows, st->p.gemm.c_cols, y);
+        vram__cpu_gemm_fast(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
+                            st->p.gemm.k, st->p.gemm.alpha, x, IN(1), st->p.gemm.beta, IN(2),
+                            st->p.gemm.c_rows, st->p.gemm.c_cols, y);
         return 0;
     case VRAM__OP_MATMUL:
         return vram__cpu_matmul(shape_of(ctx, n->in[0]), IN(0), shape_of(ctx, n->in[1]), IN(1),

@@ -2,7 +2,8 @@
  * (src/engine/cpu/fast.h) against the plain-C reference kernels they
  * replace, at every tile level this CPU runs (AVX-512, AVX2, portable):
  * the packed GEMM on shapes that cross its k, m and n blocks and leave edge
- * tiles, with B plain and transposed; Conv dense, grouped, pointwise and
+ * tiles, with B plain and transposed, and B so narrow it goes to the dot
+ * products; Gemm on the dot products and off them; Conv dense, grouped, pointwise and
  * depthwise (channel multipliers included) over strides 1-3, dilations 1-2,
  * pads 0-3 and kernels 1x1 to 7x7, each with no epilogue, a residual Add,
  * Add then ReLU, and HardSwish, against vram__cpu_conv2d followed by the
@@ -79,6 +80,7 @@ static void test_sgemm(void **state)
     static const int64_t shapes[][3] = {
         {1, 1, 1},    {5, 7, 3},     {12, 32, 256}, {13, 33, 257}, {144, 512, 256},
         {145, 513, 260}, {300, 49, 600}, {64, 1100, 27}, {1, 1000, 300}, {40, 3, 9},
+        {960, 1, 240}, {243, 2, 961}, {7, 1, 35},
     };
     for (int lv = 0; lv <= vram__cpu_isa_best(); lv++) {
         assert_int_equal(vram__cpu_isa_force(lv), lv);
@@ -91,6 +93,30 @@ static void test_sgemm(void **state)
                       (int)irand(1, 3));
     }
     vram__cpu_isa_force(-1);
+}
+
+/* Gemm on the dot products (few rows, B transposed) and off them, against
+ * the reference: every transpose, C absent or broadcast from each of its
+ * shapes, alpha and beta not 1. */
+static void test_gemm_fast(void **state)
+{
+    (void)state;
+    for (int r = 0; r < 200; r++) {
+        int64_t m = irand(1, 6), n = irand(1, 70), k = irand(1, 90);
+        int ta = r % 4 == 3, tb = r % 4 != 2;
+        int form = (int)irand(0, 4); /* none, 1x1, 1xn, mx1, mxn */
+        int64_t cr = form == 3 || form == 4 ? m : 1, cc = form == 2 || form == 4 ? n : 1;
+        float alpha = r % 3 ? 1.0f : 0.75f, beta = r % 5 ? 1.0f : -2.0f;
+        float *a = rand_buf(m * k), *b = rand_buf(k * n), *c = rand_buf(cr * cc);
+        float *y = rand_buf(m * n), *want = rand_buf(m * n);
+        vram__cpu_gemm(ta, tb, m, n, k, alpha, a, b, beta, form ? c : NULL, cr, cc, want);
+        vram__cpu_gemm_fast(ta, tb, m, n, k, alpha, a, b, beta, form ? c : NULL, cr, cc, y);
+        char what[160];
+        snprintf(what, sizeof what, "gemm m%lld n%lld k%lld trans %d,%d C form %d",
+                 (long long)m, (long long)n, (long long)k, ta, tb, form);
+        check_close(what, y, want, m * n);
+        free(a), free(b), free(c), free(y), free(want);
+    }
 }
 
 /* The epilogue on its own: bias, then add, then the activation. */
@@ -300,7 +326,8 @@ static void test_conv_bad(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgemm),        cmocka_unit_test(test_epilogue),
+        cmocka_unit_test(test_sgemm),        cmocka_unit_test(test_gemm_fast),
+        cmocka_unit_test(test_epilogue),
         cmocka_unit_test(test_conv_random),  cmocka_unit_test(test_conv_layers),
         cmocka_unit_test(test_conv_bad),     cmocka_unit_test(test_dwconv),
     };

@@ -78,6 +78,19 @@ void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
                      void *scratch, int part, int parts);
 uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k);
 
+/* y[i*ldy + j] += alpha * dot(a + i*lda, b + j*ldb) over k, for i < m and
+ * j < n: A times n vectors, for n so small that a register tile would be
+ * mostly waste (dots.c). */
+void vram__cpu_dots(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float *y, int64_t ldy);
+
+/* Gemm as vram__cpu_gemm, on the dot products when B' is a transposed
+ * matrix (each column of B' contiguous) and A' has few rows, and on the
+ * reference loop otherwise. */
+void vram__cpu_gemm_fast(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, const float *b, float beta, const float *c,
+                         int64_t c_rows, int64_t c_cols, float *y);
+
 /* ---- convolutions ------------------------------------------------------ */
 
 /* Conv as vram__cpu_conv2d, with ep applied (ep->bias ignored: bias is the

@@ -98,6 +98,15 @@ void vram__cpu_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, f
 {
     if (m <= 0 || n <= 0)
         return;
+    vram__gemm_init_y(m, n, beta, c, c_rows, c_cols, y);
+    /* A' [m,k]: stored [k,m] when transposed. B' [k,n]: stored [n,k] then. */
+    vram__cpu_gemm_acc(m, n, k, alpha, a, trans_a ? 1 : k, trans_a ? m : 1, b, trans_b ? 1 : n,
+                       trans_b ? k : 1, y, n);
+}
+
+void vram__gemm_init_y(int64_t m, int64_t n, float beta, const float *c, int64_t c_rows,
+                       int64_t c_cols, float *y)
+{
     if (c && beta != 0.0f) {
         for (int64_t i = 0; i < m; i++) {
             const float *crow = c + (c_rows == 1 ? 0 : i) * c_cols;
@@ -112,9 +121,6 @@ void vram__cpu_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, f
     } else {
         memset(y, 0, (size_t)(m * n) * sizeof *y);
     }
-    /* A' [m,k]: stored [k,m] when transposed. B' [k,n]: stored [n,k] then. */
-    vram__cpu_gemm_acc(m, n, k, alpha, a, trans_a ? 1 : k, trans_a ? m : 1, b, trans_b ? 1 : n,
-                       trans_b ? k : 1, y, n);
 }
 
 /* "[2,3,4]" into buf. */

@@ -108,6 +108,11 @@ void vram__cpu_gemm_acc(int64_t m, int64_t n, int64_t k, float alpha, const floa
                         int64_t acs, const float *b, int64_t brs, int64_t bcs, float *y,
                         int64_t ldy);
 
+/* Gemm's start: y[m,n] = beta * C broadcast from [c_rows, c_cols], or 0
+ * (c NULL or beta 0). */
+void vram__gemm_init_y(int64_t m, int64_t n, float beta, const float *c, int64_t c_rows,
+                       int64_t c_cols, float *y);
+
 /* One row of a convolution's im2col matrix: out[0:ns] = the input cell tap
  * r = (ci*kh + ky)*kw + kx reads at output positions s0 .. s0+ns-1
  * (row-major over oh x ow), 0 in the padding; xg holds the group's input

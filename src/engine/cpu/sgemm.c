@@ -7,7 +7,8 @@
  * straight from a matrix or from a convolution's input through im2col, so
  * a convolution never builds its whole column matrix. Edges are zero-padded in the panels and the tile
  * writes them to a small buffer on the stack. The epilogue runs on each
- * finished tile while it is in L1. */
+ * finished tile while it is in L1. A B of one or two contiguous columns
+ * goes to the dot products instead. */
 #include <string.h>
 
 #include "base/internal.h"
@@ -19,6 +20,7 @@
 #define NC 512 /* a multiple of every tile's NR */
 #define MR_MAX 12
 #define NR_MAX 32
+#define DOTS_MAX_COLS 2 /* B this narrow goes to the dot products (dots.c) */
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -174,6 +176,15 @@ void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
     if (k <= 0) {
         for (int64_t i = i0; i < i1; i++)
             memset(y + i * ldy + j0, 0, (size_t)(j1 - j0) * sizeof *y);
+        vram__epilogue_rows(ep, i0, i1 - i0, j0, j1 - j0, y, ldy);
+        return;
+    }
+    if (!b->conv && b->brs == 1 && j1 - j0 <= DOTS_MAX_COLS) {
+        /* B's columns are contiguous and too few for a tile. */
+        for (int64_t i = i0; i < i1; i++)
+            memset(y + i * ldy + j0, 0, (size_t)(j1 - j0) * sizeof *y);
+        vram__cpu_dots(i1 - i0, j1 - j0, k, 1.0f, a + i0 * lda, lda, b->b + j0 * b->bcs, b->bcs,
+                       y + i0 * ldy + j0, ldy);
         vram__epilogue_rows(ep, i0, i1 - i0, j0, j1 - j0, y, ldy);
         return;
     }
