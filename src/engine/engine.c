@@ -185,10 +185,14 @@ static int place_and_plan(vram_engine *e)
         if (st->op == VRAM__OP_UNARY || st->op == VRAM__OP_COPY) {
             cand = inplace_candidate(e, st, st->x, y, last) ? st->x : -1;
         } else if (st->op == VRAM__OP_BINARY) {
+            /* Of two inputs that could lend their memory, the one made
+             * last: a convolution just before, whose epilogue may then do
+             * this step in place (exec_cpu_fuse.c). */
             const vram__node *n = &g->nodes[st->node];
-            for (int k = 0; k < 2 && cand < 0; k++)
+            for (int k = 0; k < 2; k++)
                 if (inplace_candidate(e, st, n->in[k], y, last) &&
-                    g->values[n->in[k]].shape.rank == g->values[y].shape.rank)
+                    g->values[n->in[k]].shape.rank == g->values[y].shape.rank &&
+                    (cand < 0 || first[n->in[k]] > first[cand]))
                     cand = n->in[k];
         }
         if (cand >= 0 && cand != y)

@@ -1,16 +1,52 @@
-/* src/engine/exec_cpu.c - the CPU reference executor: runs a context's steps
- * in order, each a call into the plain-C kernels (src/engine/cpu) on the
- * memory the plan gave its values. It allocates nothing: every pointer was
- * resolved when the context was made. */
+/* src/engine/exec_cpu.c - the CPU executor: runs a context's steps in
+ * order, each a call into the kernels of src/engine/cpu (the fast ones for
+ * convolutions and matrix products, the plain-C reference otherwise) on
+ * the memory the plan gave its values, with the Add and activation steps
+ * after a convolution done in its epilogue (exec_cpu_fuse.c). It allocates
+ * nothing: every pointer was resolved when the context was made. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/internal.h"
+#include "vramkit/log.h"
 #include "engine_internal.h"
 #include "engine/cpu/fast.h"
+#include "engine/exec_cpu_fuse.h"
 
 static const vram__shape *shape_of(const vram_exec *c, int v) { return &c->var->shape[v]; }
 
-static int run_step(vram_exec *ctx, const vram__step *st)
+/* Per engine: each variant's step plan (exec_cpu_fuse.h). */
+typedef struct cpu_engine {
+    vram__cpu_step **steps; /* [n_var][n_steps] */
+    int n_var;
+} cpu_engine;
+
+/* A convolution, with the epilogue its plan gives it. */
+static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *cs)
+{
+    const vram_engine *e = ctx->e;
+    const vram__node *n = &e->g.nodes[st->node];
+    const vram__conv2d *p = &st->p.conv;
+    void **ptr = ctx->ptr;
+    const float *w = ptr[n->in[1]], *bias = n->n_in > 2 && n->in[2] >= 0 ? ptr[n->in[2]] : NULL;
+    float *y = ptr[st->y];
+    vram__epilogue ep = {.add = cs->other >= 0 ? ptr[cs->other] : NULL, .ld_add = p->oh * p->ow,
+                         .act = -1};
+    if (cs->act >= 0) {
+        const vram__step *a = &ctx->var->steps[cs->act];
+        ep.act = a->p.unary.op;
+        ep.act_p = a->p.unary.p;
+    }
+    const vram__epilogue *epp = ep.add || ep.act >= 0 ? &ep : NULL;
+    if (vram__cpu_conv2d_fast_scratch(p) <= e->workspace_bytes)
+        return vram__cpu_conv2d_fast(p, ptr[st->x], w, bias, epp, y, ctx->workspace, 0, 1);
+    int rc = vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, e->workspace_bytes);
+    if (!rc) /* the reference has no epilogue: one pass after it */
+        vram__epilogue_rows(epp, 0, p->n * p->c_out, 0, p->oh * p->ow, y, p->oh * p->ow);
+    return rc;
+}
+
+static int run_step(vram_exec *ctx, const vram__step *st, const vram__cpu_step *cs)
 {
     const vram_engine *e = ctx->e;
     const vram__graph *g = &e->g;
@@ -21,9 +57,7 @@ static int run_step(vram_exec *ctx, const vram__step *st)
 #define IN(i) (n->n_in > (i) && n->in[i] >= 0 ? ptr[n->in[i]] : NULL)
     switch (st->op) {
     case VRAM__OP_CONV:
-        if (vram__cpu_conv2d_fast_scratch(&st->p.conv) <= e->workspace_bytes)
-            return vram__cpu_conv2d_fast(&st->p.conv, x, IN(1), IN(2), NULL, y, ctx->workspace, 0, 1);
-        return vram__cpu_conv2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace, e->workspace_bytes);
+        return run_conv(ctx, st, cs);
     case VRAM__OP_CONV_TRANSPOSE:
         return vram__cpu_conv_transpose2d(&st->p.conv, x, IN(1), IN(2), y, ctx->workspace,
                                           e->workspace_bytes);
@@ -153,9 +187,13 @@ static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v)
 static int exec_run(vram_exec *ctx)
 {
     const vram_engine *e = ctx->e;
+    const cpu_engine *ce = e->ex_state;
+    const vram__cpu_step *plan = ce->steps[ctx->var - e->var];
     for (int i = 0; i < ctx->var->n_steps; i++) {
         const vram__step *st = &ctx->var->steps[i];
-        int rc = run_step(ctx, st);
+        if (plan[i].done)
+            continue;
+        int rc = run_step(ctx, st, &plan[i]);
         if (rc) {
             const vram__node *n = &e->g.nodes[st->node];
             return vram__fail_prefix(rc, "node '%s' (%s, step %d): ", n->name, n->op, i);
@@ -169,17 +207,42 @@ static int backend_ok(const vram_backend *b)
     return vram_backend_type_of(b) == VRAM_BACKEND_TYPE_HOST;
 }
 
+static void engine_fini(vram_engine *e)
+{
+    cpu_engine *ce = e->ex_state;
+    for (int i = 0; i < ce->n_var; i++)
+        free(ce->steps[i]);
+    free(ce->steps);
+    free(ce);
+    e->ex_state = NULL;
+}
+
 static int engine_init(vram_engine *e)
 {
-    for (int i = 0; i < e->n_var; i++) { /* one workspace serves every batch */
-        uint64_t ws = variant_workspace(e, &e->var[i]);
+    cpu_engine *ce = vram__calloc(1, sizeof *ce);
+    if (!ce)
+        return VRAM_EHOSTMEM;
+    e->ex_state = ce;
+    ce->steps = vram__calloc((size_t)e->n_var, sizeof *ce->steps);
+    if (!ce->steps)
+        return VRAM_EHOSTMEM; /* engine_fini frees what was made */
+    unsigned folded = 0;
+    for (int i = 0; i < e->n_var; i++) {
+        ce->steps[i] = vram__calloc((size_t)e->var[i].n_steps + 1, sizeof *ce->steps[i]);
+        if (!ce->steps[i])
+            return VRAM_EHOSTMEM;
+        ce->n_var = i + 1;
+        folded += vram__cpu_fuse(e, &e->var[i], ce->steps[i]);
+        uint64_t ws = variant_workspace(e, &e->var[i]); /* one workspace serves every batch */
         if (ws > e->workspace_bytes)
             e->workspace_bytes = ws;
     }
+    vram_log(VRAM_LOG_INFO, "cpu engine: %u convolutions do the Add/activation steps after them "
+                             "in their epilogues (%d batch sizes); workspace %llu bytes (limit %llu)",
+             folded, e->n_var, (unsigned long long)e->workspace_bytes,
+             (unsigned long long)e->workspace_limit);
     return 0;
 }
-
-static void engine_fini(vram_engine *e) { (void)e; }
 
 static int copy_in(vram_engine *e, vram_exec *c, void *dst, const void *src, size_t n)
 {

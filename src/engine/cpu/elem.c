@@ -12,6 +12,7 @@
 #include "engine/cpu/kernels_elem.h"
 #include "engine/cpu/simd.h"
 #include "engine/cpu/scalar.h"
+#include "engine/cpu/unary_inline.h"
 
 char *vram__cpu_shape_fmt(const vram__shape *s, char *buf, size_t cap)
 {
@@ -29,17 +30,6 @@ char *vram__cpu_shape_fmt(const vram__shape *s, char *buf, size_t cap)
 
 /* ---- unary -------------------------------------------------------------- */
 
-static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
-/* 1/(1+e^-x) evaluated so that neither branch overflows: e^-|x| <= 1. */
-static float sigmoidf(float x)
-{
-    if (x >= 0.0f)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
 /* Cloned for AVX2 and FMA: static, since a cloned function is exported as
  * an indirect symbol with its resolver, which the library must not export. */
 VRAM__CPU_CLONES
@@ -49,37 +39,37 @@ static void unary(int op, const float *params, int64_t n, const float *x, float 
     switch (op) {
     case VRAM__UN_RELU:
         for (i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? 0.0f : x[i];
+            y[i] = vram__relu1(x[i]);
         return;
     case VRAM__UN_SIGMOID:
         for (i = 0; i < n; i++)
-            y[i] = sigmoidf(x[i]);
+            y[i] = vram__sigmoid1(x[i]);
         return;
     case VRAM__UN_TANH:
         for (i = 0; i < n; i++)
             y[i] = tanhf(x[i]);
         return;
     case VRAM__UN_LEAKY_RELU: {
-        float alpha = params ? params[0] : 0.01f;
+        float alpha = vram__leaky_alpha(params);
         for (i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? alpha * x[i] : x[i];
+            y[i] = vram__leaky_relu1(x[i], alpha);
         return;
     }
     case VRAM__UN_CLIP: {
-        float lo = params ? params[0] : -INFINITY, hi = params ? params[1] : INFINITY;
+        float lo = vram__clip_lo(params), hi = vram__clip_hi(params);
         for (i = 0; i < n; i++)
-            y[i] = clampf(x[i], lo, hi);
+            y[i] = vram__clampf(x[i], lo, hi);
         return;
     }
     case VRAM__UN_HARD_SIGMOID: {
-        float alpha = params ? params[0] : 0.2f, beta = params ? params[1] : 0.5f;
+        float alpha = vram__hsig_alpha(params), beta = vram__hsig_beta(params);
         for (i = 0; i < n; i++)
-            y[i] = clampf(alpha * x[i] + beta, 0.0f, 1.0f);
+            y[i] = vram__hard_sigmoid1(x[i], alpha, beta);
         return;
     }
     case VRAM__UN_HARD_SWISH:
         for (i = 0; i < n; i++)
-            y[i] = x[i] * clampf(x[i] / 6.0f + 0.5f, 0.0f, 1.0f);
+            y[i] = vram__hard_swish1(x[i]);
         return;
     case VRAM__UN_IDENTITY:
         if (y != x && n > 0)

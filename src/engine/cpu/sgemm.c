@@ -13,7 +13,6 @@
 
 #include "base/internal.h"
 #include "engine/cpu/fast.h"
-#include "engine/cpu/kernels_elem.h"
 
 #define KC 256
 #define MC 144 /* rows of A per pass over a B block: a multiple of every MR */
@@ -38,28 +37,6 @@ uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k)
         return 0;
     int64_t b = round_up(min64(n, NC), NR_MAX) * min64(k, KC);
     return (uint64_t)(a_floats(m, k) + b) * sizeof(float);
-}
-
-void vram__epilogue_rows(const vram__epilogue *ep, int64_t i0, int64_t m, int64_t j0, int64_t nc,
-                         float *y, int64_t ldy)
-{
-    if (!ep)
-        return;
-    for (int64_t i = i0; i < i0 + m; i++) {
-        float *restrict yr = y + i * ldy + j0;
-        if (ep->bias) {
-            float bv = ep->bias[i];
-            for (int64_t j = 0; j < nc; j++)
-                yr[j] += bv;
-        }
-        if (ep->add) {
-            const float *restrict ar = ep->add + i * ep->ld_add + j0;
-            for (int64_t j = 0; j < nc; j++)
-                yr[j] += ar[j];
-        }
-        if (ep->act >= 0)
-            vram__cpu_unary(ep->act, ep->act_p, nc, yr, yr);
-    }
 }
 
 /* A(i0.., p0..) for mc x kc into panels: dst[(ip*kc + p)*mr + ii]. */
