@@ -136,7 +136,11 @@ extern "C" {
     X(REPORT_MAX_BLOCKS, report_max_blocks, SIZE, "20000", "",                 \
       "report page: blocks a snapshot's map draws before merging neighbours") \
     X(STREAM_RECLAIM_MIN, stream_reclaim_min, SIZE, "16MiB", "",               \
-      "large: the least request before which other streams' completed frees rejoin")
+      "large: the least request before which other streams' completed frees rejoin") \
+    X(ENGINE_THREADS, engine_threads, SIZE, "1", "",                           \
+      "cpu engines: threads each context's convolutions run on (0 or 1: the caller's alone)") \
+    X(ENGINE_CPU_KERNELS, engine_cpu_kernels, CHOICE, "fast", "fast|reference", \
+      "cpu engines: the fast kernels, or the plain-C reference with every step as planned")
 
 /* The resolved values. CHOICE options hold the index into their list. New
  * options are added at the end: `size` (sizeof(vram_config) of the library

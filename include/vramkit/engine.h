@@ -97,11 +97,26 @@ typedef struct vram_engine_opts {
     int graphs;           /* cuda: capture a context's run into a CUDA graph the
                              first time it runs at a batch, and replay the graph
                              afterwards (destroyed with the context) */
+    int threads;          /* cpu: threads each context runs its convolutions on,
+                             the caller's included (the context starts the others
+                             and keeps them until it is destroyed; each has a
+                             workspace of its own). 0 or 1: the caller's alone,
+                             right for a service whose workers each run their
+                             own context. At most VRAM_ENGINE_MAX_THREADS */
+    int cpu_reference;    /* cpu: run the plain-C reference kernels, every step
+                             as planned (no fast kernels, no epilogues folded
+                             into convolutions): what the fast ones are tested
+                             against */
 } vram_engine_opts;
+
+/* The most threads vram_engine_opts.threads may ask for. */
+#define VRAM_ENGINE_MAX_THREADS 256
 
 /* Defaults: executor VRAM_ENGINE_EXECUTOR ("cpu"), batch 1, own pool,
  * alignment 256, workspace limit VRAM_ENGINE_WORKSPACE (the executor's),
- * TF32 VRAM_ENGINE_TF32 and CUDA graphs VRAM_ENGINE_GRAPHS (both off).
+ * TF32 VRAM_ENGINE_TF32 and CUDA graphs VRAM_ENGINE_GRAPHS (both off),
+ * threads VRAM_ENGINE_THREADS (1), the reference kernels when
+ * VRAM_ENGINE_CPU_KERNELS is "reference" (default "fast").
  * Returns 0 or VRAM_EINVAL when one of those variables is malformed (its
  * default is kept) or opts is NULL. executor is a static string. */
 VRAM_API int vram_engine_opts_init(vram_engine_opts *opts);

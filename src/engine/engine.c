@@ -27,7 +27,14 @@ int vram_engine_opts_init(vram_engine_opts *o)
     *o = (vram_engine_opts){.size = sizeof *o, .executor = c->engine_executor == 1 ? "cuda" : "cpu",
                             .batch = 1, .alignment = 256,
                             .workspace_limit = VRAM_ENGINE_WORKSPACE_DEFAULT,
-                            .tf32 = c->engine_tf32 == 1, .graphs = c->engine_graphs == 1};
+                            .tf32 = c->engine_tf32 == 1, .graphs = c->engine_graphs == 1,
+                            .threads = c->engine_threads > VRAM_ENGINE_MAX_THREADS
+                                           ? VRAM_ENGINE_MAX_THREADS
+                                           : (int)c->engine_threads,
+                            .cpu_reference = c->engine_cpu_kernels == 1};
+    if (c->engine_threads > VRAM_ENGINE_MAX_THREADS && !rc)
+        rc = vram__fail(VRAM_EINVAL, "VRAM_ENGINE_THREADS: %llu threads (at most %d)",
+                        (unsigned long long)c->engine_threads, VRAM_ENGINE_MAX_THREADS);
     const char *ws = c->engine_workspace;
     if (ws && *ws) {
         uint64_t v;
@@ -357,6 +364,11 @@ static int resolve_opts(const vram_engine_opts *opts, vram_engine_opts *o,
     if (o->alignment & (o->alignment - 1))
         return vram__fail(VRAM_EINVAL, "alignment %llu is not a power of two",
                           (unsigned long long)o->alignment);
+    if (o->threads < 0 || o->threads > VRAM_ENGINE_MAX_THREADS)
+        return vram__fail(VRAM_EINVAL, "threads %d (0 to %d)", o->threads,
+                          VRAM_ENGINE_MAX_THREADS);
+    if (!o->threads)
+        o->threads = 1;
     return 0;
 }
 
@@ -379,6 +391,8 @@ static int load(const void *bytes, size_t len, void *buffer, const vram_engine_o
     e->ex = ex;
     e->tf32 = o.tf32 != 0;
     e->graphs = o.graphs != 0;
+    e->threads = o.threads;
+    e->cpu_reference = o.cpu_reference != 0;
     e->batch = o.batch;
     e->alignment = o.alignment;
     e->owner = o.owner;

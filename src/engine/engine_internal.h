@@ -151,6 +151,8 @@ struct vram_engine {
     const vram__exec_ops *ex;
     void *ex_state;     /* the executor's, per engine */
     int tf32, graphs;   /* options the cuda executor reads */
+    int threads;        /* options the cpu executor reads */
+    int cpu_reference;
     vram__graph g;
     int64_t batch;
     int batch_symbolic; /* the model's batch is symbolic (not its file's number) */

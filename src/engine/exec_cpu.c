@@ -11,25 +11,68 @@
 #include "vramkit/log.h"
 #include "engine_internal.h"
 #include "engine/cpu/fast.h"
+#include "engine/cpu/team.h"
 #include "engine/exec_cpu_fuse.h"
 
 static const vram__shape *shape_of(const vram_exec *c, int v) { return &c->var->shape[v]; }
 
-/* Per engine: each variant's step plan (exec_cpu_fuse.h). */
+/* Per engine: each variant's step plan (exec_cpu_fuse.h), and the
+ * workspace each thread of a context has (the context's holds one slice of
+ * part_bytes per thread). */
 typedef struct cpu_engine {
     vram__cpu_step **steps; /* [n_var][n_steps] */
     int n_var;
+    int threads, reference;
+    uint64_t part_bytes;
 } cpu_engine;
 
-/* A convolution, with the epilogue its plan gives it. */
+/* Per context: its threads (NULL: the caller's alone). */
+typedef struct cpu_context {
+    vram__team *team;
+} cpu_context;
+
+/* One fast convolution, to be split over a team. */
+typedef struct conv_job {
+    const vram__conv2d *p;
+    const float *x, *w, *bias;
+    const vram__epilogue *ep;
+    float *y;
+    char *workspace;
+    uint64_t part_bytes;
+} conv_job;
+
+static void conv_part(void *arg, int part, int parts)
+{
+    const conv_job *j = arg;
+    /* Parts are whole tiles or channels: none fails where part 0 did not. */
+    (void)vram__cpu_conv2d_fast(j->p, j->x, j->w, j->bias, j->ep, j->y,
+                                j->workspace + (uint64_t)part * j->part_bytes, part, parts);
+}
+
+/* Multiply-adds below which a convolution stays on the caller's thread:
+ * waking the others costs more than they would save (tens of microseconds,
+ * against a few hundred at this size). */
+#define TEAM_MIN_MACS (4 << 20)
+
+static int64_t conv_macs(const vram__conv2d *p)
+{
+    return p->n * p->c_out * p->oh * p->ow * (p->c_in / p->group) * p->kh * p->kw;
+}
+
+/* A convolution, with the epilogue its plan gives it, on every thread of
+ * the context when it is large enough. */
 static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *cs)
 {
     const vram_engine *e = ctx->e;
+    const cpu_engine *ce = e->ex_state;
+    const cpu_context *cc = ctx->ex_state;
     const vram__node *n = &e->g.nodes[st->node];
     const vram__conv2d *p = &st->p.conv;
     void **ptr = ctx->ptr;
     const float *w = ptr[n->in[1]], *bias = n->n_in > 2 && n->in[2] >= 0 ? ptr[n->in[2]] : NULL;
     float *y = ptr[st->y];
+    if (ce->reference)
+        return vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, ce->part_bytes);
     vram__epilogue ep = {.add = cs->other >= 0 ? ptr[cs->other] : NULL, .ld_add = p->oh * p->ow,
                          .act = -1};
     if (cs->act >= 0) {
@@ -38,9 +81,16 @@ static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
         ep.act_p = a->p.unary.p;
     }
     const vram__epilogue *epp = ep.add || ep.act >= 0 ? &ep : NULL;
-    if (vram__cpu_conv2d_fast_scratch(p) <= e->workspace_bytes)
-        return vram__cpu_conv2d_fast(p, ptr[st->x], w, bias, epp, y, ctx->workspace, 0, 1);
-    int rc = vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, e->workspace_bytes);
+    if (vram__cpu_conv2d_fast_scratch(p) <= ce->part_bytes) {
+        int rc = vram__conv2d_check(p, "Conv");
+        if (rc || !cc->team || conv_macs(p) < TEAM_MIN_MACS)
+            return rc ? rc : vram__cpu_conv2d_fast(p, ptr[st->x], w, bias, epp, y, ctx->workspace, 0, 1);
+        conv_job job = {.p = p, .x = ptr[st->x], .w = w, .bias = bias, .ep = epp, .y = y,
+                        .workspace = ctx->workspace, .part_bytes = ce->part_bytes};
+        vram__team_run(cc->team, conv_part, &job);
+        return 0;
+    }
+    int rc = vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, ce->part_bytes);
     if (!rc) /* the reference has no epilogue: one pass after it */
         vram__epilogue_rows(epp, 0, p->n * p->c_out, 0, p->oh * p->ow, y, p->oh * p->ow);
     return rc;
@@ -86,7 +136,7 @@ static int run_step(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
         vram__cpu_global_avgpool(st->p.gap.n, st->p.gap.c, st->p.gap.spatial, x, y);
         return 0;
     case VRAM__OP_GEMM:
-        vram__cpu_gemm_fast(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
+        (((const cpu_engine *)e->ex_state)->reference ? vram__cpu_gemm : vram__cpu_gemm_fast)(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
                             st->p.gemm.k, st->p.gemm.alpha, x, IN(1), st->p.gemm.beta, IN(2),
                             st->p.gemm.c_rows, st->p.gemm.c_cols, y);
         return 0;
@@ -161,16 +211,17 @@ static int run_step(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
 #undef IN
 }
 
-/* The scratch a variant's steps can use at most (convolutions' im2col tiles
- * within the workspace limit, Resize's tables). */
-static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v)
+/* The scratch one thread of a context can use at most for variant v's
+ * steps (the fast kernels' panels or the reference's im2col tiles within
+ * the workspace limit, Resize's tables). */
+static uint64_t variant_workspace(const vram_engine *e, const vram__variant *v, int reference)
 {
     uint64_t most = 0;
     for (int i = 0; i < v->n_steps; i++) {
         const vram__step *st = &v->steps[i];
         uint64_t lim = e->workspace_limit, b = 0;
         if (st->op == VRAM__OP_CONV) {
-            b = vram__cpu_conv2d_fast_scratch(&st->p.conv);
+            b = reference ? UINT64_MAX : vram__cpu_conv2d_fast_scratch(&st->p.conv);
             if (b > lim)
                 b = vram__cpu_conv2d_scratch(&st->p.conv, lim);
         }
@@ -226,21 +277,30 @@ static int engine_init(vram_engine *e)
     ce->steps = vram__calloc((size_t)e->n_var, sizeof *ce->steps);
     if (!ce->steps)
         return VRAM_EHOSTMEM; /* engine_fini frees what was made */
+    ce->reference = e->cpu_reference;
+    ce->threads = ce->reference ? 1 : e->threads;
     unsigned folded = 0;
     for (int i = 0; i < e->n_var; i++) {
-        ce->steps[i] = vram__calloc((size_t)e->var[i].n_steps + 1, sizeof *ce->steps[i]);
+        const vram__variant *v = &e->var[i];
+        ce->steps[i] = vram__calloc((size_t)v->n_steps + 1, sizeof *ce->steps[i]);
         if (!ce->steps[i])
             return VRAM_EHOSTMEM;
         ce->n_var = i + 1;
-        folded += vram__cpu_fuse(e, &e->var[i], ce->steps[i]);
-        uint64_t ws = variant_workspace(e, &e->var[i]); /* one workspace serves every batch */
-        if (ws > e->workspace_bytes)
-            e->workspace_bytes = ws;
+        for (int s = 0; s < v->n_steps; s++)
+            ce->steps[i][s] = (vram__cpu_step){.other = -1, .act = -1};
+        if (!ce->reference)
+            folded += vram__cpu_fuse(e, v, ce->steps[i]);
+        uint64_t ws = variant_workspace(e, v, ce->reference); /* one serves every batch */
+        if (ws > ce->part_bytes)
+            ce->part_bytes = ws;
     }
-    vram_log(VRAM_LOG_INFO, "cpu engine: %u convolutions do the Add/activation steps after them "
-                             "in their epilogues (%d batch sizes); workspace %llu bytes (limit %llu)",
-             folded, e->n_var, (unsigned long long)e->workspace_bytes,
-             (unsigned long long)e->workspace_limit);
+    ce->part_bytes = (ce->part_bytes + 63) / 64 * 64; /* each thread's slice starts aligned */
+    e->workspace_bytes = ce->part_bytes * (uint64_t)ce->threads;
+    vram_log(VRAM_LOG_INFO, "cpu engine: %s kernels, %d thread%s per context; %u convolutions do "
+                             "the Add/activation steps after them in their epilogues (%d batch "
+                             "sizes); workspace %llu bytes per thread (limit %llu)",
+             ce->reference ? "reference" : "fast", ce->threads, ce->threads == 1 ? "" : "s", folded,
+             e->n_var, (unsigned long long)ce->part_bytes, (unsigned long long)e->workspace_limit);
     return 0;
 }
 
@@ -262,8 +322,23 @@ static int copy_out(vram_exec *c, void *dst, const void *src, size_t n)
     return 0;
 }
 
-static int context_init(vram_exec *c) { (void)c; return 0; }
-static void context_fini(vram_exec *c) { (void)c; }
+static int context_init(vram_exec *c)
+{
+    const cpu_engine *ce = c->e->ex_state;
+    cpu_context *cc = vram__calloc(1, sizeof *cc);
+    if (!cc)
+        return VRAM_EHOSTMEM;
+    c->ex_state = cc;
+    return ce->threads > 1 ? vram__team_create(ce->threads, &cc->team) : 0;
+}
+
+static void context_fini(vram_exec *c)
+{
+    cpu_context *cc = c->ex_state;
+    vram__team_destroy(cc->team);
+    free(cc);
+    c->ex_state = NULL;
+}
 
 const vram__exec_ops vram__exec_cpu_ops = {
     .name = "cpu",

@@ -250,6 +250,10 @@ static void print_json(const char *model, const model_opts *mo, const vram_engin
     cJSON_AddBoolToObject(o, "batch_symbolic", in.batch_symbolic);
     cJSON_AddBoolToObject(o, "graph", mo->graph);
     cJSON_AddBoolToObject(o, "tf32", mo->tf32);
+    if (!strcmp(mo->backend, "cpu")) {
+        cJSON_AddNumberToObject(o, "threads", (double)mo->threads);
+        cJSON_AddStringToObject(o, "kernels", mo->kernels);
+    }
     model_memory_json(o, &m);
     cJSON_AddItemToObject(o, "outputs", outputs);
     cJSON_AddNumberToObject(o, "first_run_ms", first);

@@ -16,7 +16,9 @@ void model_opts_init(model_opts *o)
     vram_engine_opts eo;
     vram_engine_opts_init(&eo); /* a malformed variable keeps its default */
     *o = (model_opts){.backend = eo.executor, .batch = 1, .workspace = eo.workspace_limit,
-                      .tf32 = eo.tf32, .graph = eo.graphs};
+                      .tf32 = eo.tf32, .graph = eo.graphs,
+                      .threads = eo.threads > 0 ? (uint64_t)eo.threads : 1,
+                      .kernels = eo.cpu_reference ? "reference" : "fast"};
 }
 
 void model_note_batch(const char *cmd, const char *model, const model_opts *o,
@@ -36,6 +38,9 @@ int model_check_opts(const char *cmd, const model_opts *o)
     if (strcmp(o->backend, "cuda") && (o->tf32 || o->graph))
         return cli_usage_error(cmd, "%s is for the cuda backend (this run is on %s)",
                                o->tf32 ? "--tf32" : "--graph", o->backend);
+    if (strcmp(o->backend, "cpu") && o->threads_given)
+        return cli_usage_error(cmd, "--threads is for the cpu backend (this run is on %s)",
+                               o->backend);
     return 0;
 }
 
@@ -48,6 +53,8 @@ int model_load(const char *path, const model_opts *mo, vram_engine **e)
     o.workspace_limit = mo->workspace;
     o.tf32 = mo->tf32;
     o.graphs = mo->graph;
+    o.threads = (int)mo->threads;
+    o.cpu_reference = !strcmp(mo->kernels, "reference");
     return vram_engine_load(path, &o, e);
 }
 

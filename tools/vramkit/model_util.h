@@ -21,6 +21,9 @@ typedef struct model_opts {
     int batch_given;
     uint64_t workspace;  /* MODEL_DEFAULT_WORKSPACE: the executor's */
     int tf32, graph;
+    uint64_t threads;    /* cpu: threads per context */
+    int threads_given;
+    const char *kernels; /* cpu: "fast" or "reference" */
 } model_opts;
 
 /* The defaults of vram_engine_opts_init (VRAM_ENGINE_* and the library's). */
@@ -29,7 +32,7 @@ void model_opts_init(model_opts *o);
 /* The option table entries of the shared options, for a command's table. */
 #define MODEL_CLI_OPTS(mo)                                                                        \
     {"--backend", NULL, CLI_CHOICE, &(mo)->backend, NULL,                                        \
-     "the executor: cpu (the reference) or cuda (default VRAM_ENGINE_EXECUTOR)", 0, 0,          \
+     "the executor: cpu or cuda (default VRAM_ENGINE_EXECUTOR)", 0, 0,                          \
      "cpu|cuda"},                                                                                \
         {"--batch", NULL, CLI_UINT, &(mo)->batch, "N",                                           \
          "the largest batch, for inputs whose batch is symbolic (default 1)", 1, 1 << 20, NULL, \
@@ -38,7 +41,13 @@ void model_opts_init(model_opts *o);
          "scratch per execution context for the convolutions (default: cpu 4M, cuda 64M)", 0, \
          (double)(1ull << 50)},                                                                  \
         {"--tf32", NULL, CLI_FLAG, &(mo)->tf32, NULL,                                            \
-         "cuda: let cuDNN and cuBLAS use TF32 tensor cores"}
+         "cuda: let cuDNN and cuBLAS use TF32 tensor cores"},                                    \
+        {"--threads", NULL, CLI_UINT, &(mo)->threads, "N",                                       \
+         "cpu: threads each context runs its convolutions on (default VRAM_ENGINE_THREADS, 1)",  \
+         1, VRAM_ENGINE_MAX_THREADS, NULL, &(mo)->threads_given},                                \
+        {"--kernels", NULL, CLI_CHOICE, &(mo)->kernels, NULL,                                    \
+         "cpu: the fast kernels or the plain-C reference (default VRAM_ENGINE_CPU_KERNELS, fast)", \
+         0, 0, "fast|reference"}
 
 /* Options that only make sense together: a usage error printed and 2
  * returned, else 0. */
