@@ -24,6 +24,10 @@ typedef struct cpu_engine {
     int n_var;
     int threads, reference;
     uint64_t part_bytes;
+    /* The kernels of the steps that have a fast one besides Conv's. */
+    void (*gemm)(int, int, int64_t, int64_t, int64_t, float, const float *, const float *, float,
+                 const float *, int64_t, int64_t, float *);
+    void (*gap)(int64_t, int64_t, int64_t, const float *, float *);
 } cpu_engine;
 
 /* Per context: its threads (NULL: the caller's alone). */
@@ -99,6 +103,7 @@ static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
 static int run_step(vram_exec *ctx, const vram__step *st, const vram__cpu_step *cs)
 {
     const vram_engine *e = ctx->e;
+    const cpu_engine *ce = e->ex_state;
     const vram__graph *g = &e->g;
     const vram__node *n = &g->nodes[st->node];
     void **ptr = ctx->ptr;
@@ -133,10 +138,10 @@ static int run_step(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
         vram__cpu_avgpool2d(&st->p.pool, x, y);
         return 0;
     case VRAM__OP_GLOBAL_AVGPOOL:
-        vram__cpu_global_avgpool(st->p.gap.n, st->p.gap.c, st->p.gap.spatial, x, y);
+        ce->gap(st->p.gap.n, st->p.gap.c, st->p.gap.spatial, x, y);
         return 0;
     case VRAM__OP_GEMM:
-        (((const cpu_engine *)e->ex_state)->reference ? vram__cpu_gemm : vram__cpu_gemm_fast)(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
+        ce->gemm(st->p.gemm.trans_a, st->p.gemm.trans_b, st->p.gemm.m, st->p.gemm.n,
                             st->p.gemm.k, st->p.gemm.alpha, x, IN(1), st->p.gemm.beta, IN(2),
                             st->p.gemm.c_rows, st->p.gemm.c_cols, y);
         return 0;
@@ -278,6 +283,8 @@ static int engine_init(vram_engine *e)
     if (!ce->steps)
         return VRAM_EHOSTMEM; /* engine_fini frees what was made */
     ce->reference = e->cpu_reference;
+    ce->gemm = ce->reference ? vram__cpu_gemm : vram__cpu_gemm_fast;
+    ce->gap = ce->reference ? vram__cpu_global_avgpool : vram__cpu_global_avgpool_fast;
     ce->threads = ce->reference ? 1 : e->threads;
     unsigned folded = 0;
     for (int i = 0; i < e->n_var; i++) {

@@ -3,7 +3,8 @@
  * replace, at every tile level this CPU runs (AVX-512, AVX2, portable):
  * the packed GEMM on shapes that cross its k, m and n blocks and leave edge
  * tiles, with B plain and transposed, and B so narrow it goes to the dot
- * products; Gemm on the dot products and off them; Conv dense, grouped, pointwise and
+ * products; Gemm on the dot products and off them; GlobalAveragePool;
+ * Conv dense, grouped, pointwise and
  * depthwise (channel multipliers included) over strides 1-3, dilations 1-2,
  * pads 0-3 and kernels 1x1 to 7x7, each with no epilogue, a residual Add,
  * Add then ReLU, and HardSwish, against vram__cpu_conv2d followed by the
@@ -116,6 +117,24 @@ static void test_gemm_fast(void **state)
                  (long long)m, (long long)n, (long long)k, ta, tb, form);
         check_close(what, y, want, m * n);
         free(a), free(b), free(c), free(y), free(want);
+    }
+}
+
+/* GlobalAveragePool on the vector unit against the reference, at plane
+ * sizes around its 32-float step (and none). */
+static void test_global_avgpool(void **state)
+{
+    (void)state;
+    static const int64_t spatial[] = {0, 1, 7, 31, 32, 33, 49, 196, 3136};
+    for (size_t i = 0; i < VRAM__ARRAY_LEN(spatial); i++) {
+        int64_t n = 2, c = 5, s = spatial[i];
+        float *x = rand_buf(n * c * s + 1), *y = rand_buf(n * c), *want = rand_buf(n * c);
+        vram__cpu_global_avgpool(n, c, s, x, want);
+        vram__cpu_global_avgpool_fast(n, c, s, x, y);
+        char what[64];
+        snprintf(what, sizeof what, "global average pool over %lld", (long long)s);
+        check_close(what, y, want, n * c);
+        free(x), free(y), free(want);
     }
 }
 
@@ -327,7 +346,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm),        cmocka_unit_test(test_gemm_fast),
-        cmocka_unit_test(test_epilogue),
+        cmocka_unit_test(test_epilogue),     cmocka_unit_test(test_global_avgpool),
         cmocka_unit_test(test_conv_random),  cmocka_unit_test(test_conv_layers),
         cmocka_unit_test(test_conv_bad),     cmocka_unit_test(test_dwconv),
     };

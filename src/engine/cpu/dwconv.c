@@ -63,7 +63,9 @@ uint64_t vram__cpu_dwconv_scratch(const vram__conv2d *p)
 }
 
 /* The padded, phase-split copy of input plane xp. */
-static void pad_plane(const vram__conv2d *p, const plane_geom *g, const float *xp, float *pad)
+static inline __attribute__((always_inline)) void pad_plane(const vram__conv2d *p,
+                                                          const plane_geom *g, const float *xp,
+                                                          float *pad)
 {
     for (int64_t v = 0; v < g->rows; v++) {
         float *r = pad + v * g->stride;

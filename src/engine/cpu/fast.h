@@ -84,6 +84,11 @@ uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k);
 void vram__cpu_dots(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *y, int64_t ldy);
 
+/* GlobalAveragePool as vram__cpu_global_avgpool, on the vector unit
+ * (reduce.c). */
+void vram__cpu_global_avgpool_fast(int64_t n, int64_t c, int64_t spatial, const float *x,
+                                   float *y);
+
 /* Gemm as vram__cpu_gemm, on the dot products when B' is a transposed
  * matrix (each column of B' contiguous) and A' has few rows, and on the
  * reference loop otherwise. */
