@@ -166,13 +166,16 @@ VRAM_API size_t vram_dtype_size(int dtype);
  * vram_engine_info_get fill the caller's struct; VRAM_EINVAL for a NULL
  * argument. */
 typedef struct vram_engine_memory {
-    uint64_t weights_bytes;         /* initializers and folded constants, once */
+    uint64_t weights_bytes;         /* initializers and folded constants, once, with
+                                       packed_weights_bytes */
     uint64_t activations_bytes;     /* one execution context's arena, as planned */
     uint64_t activations_lower_bound_bytes; /* the most bytes live at one step */
     uint64_t io_bytes;              /* one execution context's input and output bindings */
     uint64_t workspace_bytes;       /* one execution context's scratch for the kernels */
     uint64_t exec_bytes;            /* activations + io + workspace: one more context */
-    uint64_t reserved[4]; /* room for later fields (zero) */
+    uint64_t packed_weights_bytes;  /* cpu: of weights_bytes, the copies of convolution
+                                       weights in the GEMM's panels, packed at load */
+    uint64_t reserved[3]; /* room for later fields (zero) */
 } vram_engine_memory;
 VRAM_API int vram_engine_memory_get(const vram_engine *engine, vram_engine_memory *out);
 

@@ -330,6 +330,8 @@ static int build(vram_engine *e, vram__graph *model)
         rc = count_ops(e);
     if (!rc)
         rc = upload_weights(e);
+    if (!rc && e->ex->weights_ready)
+        rc = e->ex->weights_ready(e);
     if (!rc)
         drop_host_constants(e);
     return rc;
@@ -504,12 +506,13 @@ int vram_engine_memory_get(const vram_engine *e, vram_engine_memory *out)
     if (!e || !out)
         return vram__fail(VRAM_EINVAL, "vram_engine_memory_get: engine and out are required");
     *out = (vram_engine_memory){
-        .weights_bytes = e->weights_bytes,
+        .weights_bytes = e->weights_bytes + e->packed_weights_bytes,
         .activations_bytes = e->arena_bytes,
         .activations_lower_bound_bytes = e->arena_lower_bound,
         .io_bytes = e->io_bytes,
         .workspace_bytes = e->workspace_bytes,
         .exec_bytes = e->arena_bytes + e->io_bytes + e->workspace_bytes,
+        .packed_weights_bytes = e->packed_weights_bytes,
     };
     return 0;
 }

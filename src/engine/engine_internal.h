@@ -129,6 +129,9 @@ typedef struct vram__exec_ops {
     /* After lowering and planning, before the weights go up: set up what the
      * steps need (descriptors, algorithms) and set e->workspace_bytes. */
     int (*engine_init)(vram_engine *e);
+    /* Optional, once the weights are in e->weights: lay out copies of them
+     * the kernels read faster (pool kind weights; e->packed_weights_bytes). */
+    int (*weights_ready)(vram_engine *e);
     void (*engine_fini)(vram_engine *e);
     /* Host bytes into engine memory (c NULL) or a context's (in order with
      * its runs), src NULL for zeros; and a context's bytes back to the host. */
@@ -169,6 +172,7 @@ struct vram_engine {
 
     void *weights;          /* the weights block (pool kind weights) */
     uint64_t weights_bytes;
+    uint64_t packed_weights_bytes; /* the executor's copies of weights in its layout */
     uint64_t arena_bytes, arena_lower_bound;
     uint64_t io_bytes;
     uint64_t workspace_bytes, workspace_limit;

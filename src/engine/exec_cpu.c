@@ -24,6 +24,11 @@ typedef struct cpu_engine {
     int n_var;
     int threads, reference;
     uint64_t part_bytes;
+    /* Conv weights in the GEMM's panels for tiles packed_mr rows tall, per
+     * weight value (NULL: read as they are), all in one block of the pool. */
+    const float **packed;
+    int packed_mr;
+    void *packed_block;
     /* The kernels of the steps that have a fast one besides Conv's. */
     void (*gemm)(int, int, int64_t, int64_t, int64_t, float, const float *, const float *, float,
                  const float *, int64_t, int64_t, float *);
@@ -38,7 +43,8 @@ typedef struct cpu_context {
 /* One fast convolution, to be split over a team. */
 typedef struct conv_job {
     const vram__conv2d *p;
-    const float *x, *w, *bias;
+    const float *x, *w, *packed_w, *bias;
+    int packed_mr;
     const vram__epilogue *ep;
     float *y;
     char *workspace;
@@ -49,7 +55,7 @@ static void conv_part(void *arg, int part, int parts)
 {
     const conv_job *j = arg;
     /* Parts are whole tiles or channels: none fails where part 0 did not. */
-    (void)vram__cpu_conv2d_fast(j->p, j->x, j->w, j->bias, j->ep, j->y,
+    (void)vram__cpu_conv2d_fast(j->p, j->x, j->w, j->packed_w, j->packed_mr, j->bias, j->ep, j->y,
                                 j->workspace + (uint64_t)part * j->part_bytes, part, parts);
 }
 
@@ -87,12 +93,15 @@ static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
     const vram__epilogue *epp = ep.add || ep.act >= 0 ? &ep : NULL;
     if (vram__cpu_conv2d_fast_scratch(p) <= ce->part_bytes) {
         int rc = vram__conv2d_check(p, "Conv");
-        if (rc || !cc->team || conv_macs(p) < TEAM_MIN_MACS)
-            return rc ? rc : vram__cpu_conv2d_fast(p, ptr[st->x], w, bias, epp, y, ctx->workspace, 0, 1);
         conv_job job = {.p = p, .x = ptr[st->x], .w = w, .bias = bias, .ep = epp, .y = y,
-                        .workspace = ctx->workspace, .part_bytes = ce->part_bytes};
-        vram__team_run(cc->team, conv_part, &job);
-        return 0;
+                        .packed_w = ce->packed ? ce->packed[n->in[1]] : NULL,
+                        .packed_mr = ce->packed_mr, .workspace = ctx->workspace,
+                        .part_bytes = ce->part_bytes};
+        if (rc || !cc->team || conv_macs(p) < TEAM_MIN_MACS)
+            conv_part(&job, 0, 1);
+        else
+            vram__team_run(cc->team, conv_part, &job);
+        return rc;
     }
     int rc = vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, ce->part_bytes);
     if (!rc) /* the reference has no epilogue: one pass after it */
@@ -266,6 +275,9 @@ static int backend_ok(const vram_backend *b)
 static void engine_fini(vram_engine *e)
 {
     cpu_engine *ce = e->ex_state;
+    if (ce->packed_block)
+        vram_pool_free(e->pool, ce->packed_block, NULL);
+    free(ce->packed);
     for (int i = 0; i < ce->n_var; i++)
         free(ce->steps[i]);
     free(ce->steps);
@@ -308,6 +320,67 @@ static int engine_init(vram_engine *e)
                              "sizes); workspace %llu bytes per thread (limit %llu)",
              ce->reference ? "reference" : "fast", ce->threads, ce->threads == 1 ? "" : "s", folded,
              e->n_var, (unsigned long long)ce->part_bytes, (unsigned long long)e->workspace_limit);
+    return 0;
+}
+
+/* Whether step st's weights are worth packing at load: a dense or grouped
+ * convolution on the fast kernels, whose weights are a constant. */
+static int64_t packable(const vram_engine *e, const cpu_engine *ce, const vram__step *st, int mr)
+{
+    if (st->op != VRAM__OP_CONV || vram__cpu_conv2d_fast_scratch(&st->p.conv) > ce->part_bytes)
+        return 0;
+    int w = e->g.nodes[st->node].in[1];
+    if (w < 0 || e->place[w].loc != VRAM__LOC_WEIGHTS)
+        return 0;
+    return vram__cpu_conv2d_packed_floats(&st->p.conv, mr);
+}
+
+/* Pack every such convolution's weights into one block of the pool, for
+ * the tiles in use. Every batch's steps read the same weights as the
+ * largest batch's (e->steps), whose shapes they have. */
+static int weights_ready(vram_engine *e)
+{
+    cpu_engine *ce = e->ex_state;
+    if (ce->reference)
+        return 0;
+    int mr = vram__cpu_isa_get()->mr;
+    int64_t total = 0;
+    ce->packed = vram__calloc((size_t)e->g.n_values + 1, sizeof *ce->packed);
+    if (!ce->packed)
+        return VRAM_EHOSTMEM;
+    int64_t *at = vram__calloc((size_t)e->g.n_values + 1, sizeof *at); /* floats in, +1 */
+    if (!at)
+        return VRAM_EHOSTMEM;
+    for (int i = 0; i < e->n_steps; i++) {
+        int64_t f = packable(e, ce, &e->steps[i], mr);
+        int w = e->g.nodes[e->steps[i].node].in[1];
+        if (f > 0 && !at[w]) {
+            at[w] = total + 1;
+            total += (f + 15) / 16 * 16; /* each starts on 64 bytes */
+        }
+    }
+    int rc = 0;
+    if (total > 0)
+        rc = vram_pool_alloc(e->pool, (uint64_t)total * sizeof(float), e->owner, VRAM_KIND_WEIGHTS,
+                             NULL, &ce->packed_block);
+    if (rc) {
+        free(at);
+        return vram__fail_prefix(rc, "packing %llu bytes of convolution weights: ",
+                                 (unsigned long long)total * sizeof(float));
+    }
+    for (int i = 0; i < e->n_steps && total > 0; i++) {
+        const vram__step *st = &e->steps[i];
+        int w = e->g.nodes[st->node].in[1];
+        if (packable(e, ce, st, mr) <= 0 || ce->packed[w])
+            continue;
+        float *dst = (float *)ce->packed_block + at[w] - 1;
+        vram__cpu_conv2d_pack(&st->p.conv, (const float *)((char *)e->weights + e->place[w].offset),
+                              mr, dst);
+        ce->packed[w] = dst;
+    }
+    free(at);
+    ce->packed_mr = mr;
+    e->packed_weights_bytes = (uint64_t)total * sizeof(float);
     return 0;
 }
 
@@ -354,6 +427,7 @@ const vram__exec_ops vram__exec_cpu_ops = {
     .backend_ok = backend_ok,
     .engine_init = engine_init,
     .engine_fini = engine_fini,
+    .weights_ready = weights_ready,
     .copy_in = copy_in,
     .copy_out = copy_out,
     .context_init = context_init,

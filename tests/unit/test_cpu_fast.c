@@ -67,11 +67,28 @@ static void gemm_case(int64_t m, int64_t n, int64_t k, int trans_b, int parts)
     uint64_t sb = vram__cpu_sgemm_scratch(m, n, k);
     float *s = scratch_for(sb, parts);
     for (int part = 0; part < parts; part++)
-        vram__cpu_sgemm(m, n, k, a, k, &src, y, n, NULL, s + part * part_floats(sb), part, parts);
+        vram__cpu_sgemm(m, n, k, &(vram__sgemm_a){.a = a, .lda = k}, &src, y, n, NULL,
+                        s + part * part_floats(sb), part, parts);
     char what[160];
     snprintf(what, sizeof what, "sgemm %s m%lld n%lld k%lld trans_b%d parts%d",
              vram__cpu_isa_get()->name, (long long)m, (long long)n, (long long)k, trans_b, parts);
     check_close(what, y, want, m * n);
+    /* A packed beforehand, for these tiles and for tiles of another height
+     * (read as it is then). */
+    for (int other = 0; other < 2; other++) {
+        int mr = vram__cpu_isa_get()->mr + other;
+        float *pa = rand_buf(vram__cpu_sgemm_packed_floats(m, k, mr));
+        vram__cpu_sgemm_pack_a(m, k, a, k, mr, pa);
+        vram__sgemm_a src_a = {.a = a, .lda = k, .packed = pa, .packed_mr = mr};
+        float *y2 = rand_buf(m * n);
+        for (int part = 0; part < parts; part++)
+            vram__cpu_sgemm(m, n, k, &src_a, &src, y2, n, NULL, s + part * part_floats(sb), part,
+                            parts);
+        char w2[200];
+        snprintf(w2, sizeof w2, "%s, A packed for tiles %d tall", what, mr);
+        check_close(w2, y2, want, m * n);
+        free(pa), free(y2);
+    }
     free(a), free(b), free(y), free(want), free(s);
 }
 
@@ -188,9 +205,16 @@ static void conv_case(const vram__conv2d *p, int with_bias, int epi, int parts)
                                                         : -1};
     uint64_t sb = vram__cpu_conv2d_fast_scratch(p);
     float *s = scratch_for(sb, parts);
+    /* The weights as they are, then packed as the executor packs them at
+     * load (every part reads the same packed block). */
+    int mr = vram__cpu_isa_get()->mr;
+    int64_t pf = vram__cpu_conv2d_packed_floats(p, mr);
+    float *pw = pf ? rand_buf(pf) : NULL;
+    if (pw)
+        vram__cpu_conv2d_pack(p, w, mr, pw);
     for (int part = 0; part < parts; part++)
-        assert_int_equal(vram__cpu_conv2d_fast(p, x, w, b, epi == EPI_NONE ? NULL : &ep, y,
-                                               s + part * part_floats(sb), part, parts),
+        assert_int_equal(vram__cpu_conv2d_fast(p, x, w, NULL, 0, b, epi == EPI_NONE ? NULL : &ep,
+                                               y, s + part * part_floats(sb), part, parts),
                          0);
     char what[256];
     snprintf(what, sizeof what,
@@ -203,7 +227,17 @@ static void conv_case(const vram__conv2d *p, int with_bias, int epi, int parts)
              (long long)p->pad_bottom, (long long)p->pad_right, (long long)p->group, with_bias,
              epi, parts);
     check_close(what, y, want, ny);
-    free(x), free(w), free(b), free(other), free(y), free(want), free(rs), free(s);
+    if (pw) {
+        float *y2 = rand_buf(ny);
+        for (int part = 0; part < parts; part++)
+            assert_int_equal(vram__cpu_conv2d_fast(p, x, w, pw, mr, b,
+                                                   epi == EPI_NONE ? NULL : &ep, y2,
+                                                   s + part * part_floats(sb), part, parts),
+                             0);
+        check_close(what, y2, want, ny);
+        free(y2);
+    }
+    free(x), free(w), free(b), free(other), free(y), free(want), free(rs), free(s), free(pw);
 }
 
 /* A random convolution of kind 0 dense, 1 grouped, 2 depthwise (with a
@@ -336,7 +370,8 @@ static void test_conv_bad(void **state)
     vram__conv2d p = {.n = 1, .c_in = 3, .h = 2, .w = 2, .c_out = 2, .kh = 1, .kw = 1,
                       .oh = 2, .ow = 2, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
                       .group = 2};
-    assert_int_equal(vram__cpu_conv2d_fast(&p, x, w, NULL, NULL, y, NULL, 0, 1), VRAM_EINVAL);
+    assert_int_equal(vram__cpu_conv2d_fast(&p, x, w, NULL, 0, NULL, NULL, y, NULL, 0, 1),
+                     VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "group 2"));
     for (int i = 0; i < 4; i++)
         assert_true(y[i] == 7);

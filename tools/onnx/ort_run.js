@@ -5,6 +5,7 @@
 //
 //   node tools/onnx/ort_run.js MODEL.onnx OUTDIR [--input NAME=FILE.npy]...
 //                              [--seed S] [--dim NAME=VALUE]... [--bench N] [--optimize]
+//                              [--threads N]
 //   node tools/onnx/ort_run.js --manifest MODELDIR/manifest.json REFDIR [--seed S]
 //
 // The second form runs every model of a tools/onnx/gen_models.py manifest
@@ -17,7 +18,8 @@
 // N more times on the same inputs and records their latency (median, p90,
 // lowest) in ort_run.json as bench_ms; --optimize lets ONNX Runtime apply
 // every graph optimization (fusions included: its speed as users run it)
-// instead of none (the exact reference). Both single-model form only.
+// instead of none (the exact reference); --threads N gives it N intra-op
+// threads (default 1). All three single-model form only.
 // Inputs not given with --input are filled with the seeded rule of
 // tests/onnx/README.md ("Random inputs"), which vramkit's `model run`
 // implements too. Every input fed (given or generated) is written as
@@ -197,12 +199,12 @@ function sanitize(name) {
 }
 
 const USAGE = `usage: ort_run.js MODEL.onnx OUTDIR [--input NAME=FILE.npy]... [--seed S] [--dim NAME=VALUE]...
-                  [--bench N] [--optimize]
+                  [--bench N] [--optimize] [--threads N]
        ort_run.js --manifest MODELDIR/manifest.json REFDIR [--seed S]`;
 
 function parseArgs(argv) {
   const a = { pos: [], inputs: new Map(), seed: 1n, dims: new Map(), manifest: false, bench: 0,
-    optimize: false };
+    optimize: false, threads: 1 };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -236,6 +238,10 @@ function parseArgs(argv) {
       a.bench = Number(v);
     } else if (arg === '--optimize') {
       a.optimize = true;
+    } else if (arg === '--threads') {
+      const v = value();
+      if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 256) fail(`--threads wants a count from 1 to 256, got '${v}'`);
+      a.threads = Number(v);
     } else if (arg === '-h' || arg === '--help') {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
@@ -247,7 +253,7 @@ function parseArgs(argv) {
   }
   if (a.pos.length !== 2) fail(USAGE);
   if (a.manifest && (a.inputs.size || a.dims.size)) fail('--manifest takes neither --input nor --dim (dims come from the manifest)');
-  if (a.manifest && (a.bench || a.optimize)) fail('--manifest takes neither --bench nor --optimize');
+  if (a.manifest && (a.bench || a.optimize || a.threads !== 1)) fail('--manifest takes neither --bench nor --optimize nor --threads');
   return a;
 }
 
@@ -266,13 +272,15 @@ const SESSION_OPTIONS = {
 
 // Run one model: inputs from `inputs` (name -> .npy path) or the random rule,
 // files into outDir. Returns the record written as ort_run.json.
-async function runOne(ort, modelPath, outDir, inputs, seed, dims, bench = 0, optimize = false) {
+async function runOne(ort, modelPath, outDir, inputs, seed, dims, bench = 0, optimize = false,
+  threads = 1) {
+  const options = { ...SESSION_OPTIONS, intraOpNumThreads: threads,
+    graphOptimizationLevel: optimize ? 'all' : SESSION_OPTIONS.graphOptimizationLevel };
   if (!fs.existsSync(modelPath)) fail(`${modelPath}: no such file`);
   const t0 = process.hrtime.bigint();
   let session;
   try {
-    session = await ort.InferenceSession.create(modelPath,
-      optimize ? { ...SESSION_OPTIONS, graphOptimizationLevel: 'all' } : SESSION_OPTIONS);
+    session = await ort.InferenceSession.create(modelPath, options);
   } catch (e) {
     fail(`${modelPath}: ONNX Runtime refused the model: ${e.message}`);
   }
@@ -291,8 +299,8 @@ async function runOne(ort, modelPath, outDir, inputs, seed, dims, bench = 0, opt
   // the position is the stream index of the random rule.
   const feeds = {};
   const record = { model: path.resolve(modelPath), ort_version: ort.env.versions.node, seed: seed.toString(),
-    graph_optimization_level: optimize ? 'all' : SESSION_OPTIONS.graphOptimizationLevel,
-    intra_op_threads: SESSION_OPTIONS.intraOpNumThreads, inputs: [], outputs: [] };
+    graph_optimization_level: options.graphOptimizationLevel,
+    intra_op_threads: options.intraOpNumThreads, inputs: [], outputs: [] };
   const usedDims = new Set();
   meta.forEach((m, index) => {
     if (!m.isTensor) fail(`input ${m.name} is not a tensor`);
@@ -396,7 +404,7 @@ async function main() {
   if (!args.manifest) {
     const [modelPath, outDir] = args.pos;
     process.stdout.write(summary(modelPath, await runOne(ort, modelPath, outDir, args.inputs, args.seed,
-      args.dims, args.bench, args.optimize)));
+      args.dims, args.bench, args.optimize, args.threads)));
     return 0;
   }
   // --manifest: every model of a gen_models.py manifest into REFDIR/<name>/,

@@ -151,6 +151,7 @@ void model_memory_json(cJSON *parent, const vram_engine_memory *m)
     cJSON_AddNumberToObject(mm, "io_bytes", (double)m->io_bytes);
     cJSON_AddNumberToObject(mm, "workspace_bytes", (double)m->workspace_bytes);
     cJSON_AddNumberToObject(mm, "exec_bytes", (double)m->exec_bytes);
+    cJSON_AddNumberToObject(mm, "packed_weights_bytes", (double)m->packed_weights_bytes);
 }
 
 double model_now_ms(void)

@@ -69,11 +69,29 @@ typedef struct vram__sgemm_b {
     const float *x;
 } vram__sgemm_b;
 
-/* Y[m, n] = A B, then the epilogue (ep may be NULL): A(i, p) = a[i*lda + p],
- * Y(i, j) = y[i*ldy + j]. Split by parts over rows or columns, whichever
- * has more tiles. scratch: vram__cpu_sgemm_scratch(m, n, k) bytes, aligned
- * to 64, for this part alone. */
-void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+/* A (m x k): A(i, p) = a[i*lda + p]; and, when packed is not NULL, the
+ * same matrix already in the panels of tiles packed_mr rows tall
+ * (vram__cpu_sgemm_pack_a), which the GEMM reads instead of packing A
+ * itself while the tiles in use are that tall. */
+typedef struct vram__sgemm_a {
+    const float *a;
+    int64_t lda;
+    const float *packed;
+    int packed_mr;
+} vram__sgemm_a;
+
+/* Floats of A packed for tiles mr rows tall, and the packing: every k
+ * block of KC columns in turn, all rows of it in panels of mr (the last
+ * zero-padded). */
+int64_t vram__cpu_sgemm_packed_floats(int64_t m, int64_t k, int mr);
+void vram__cpu_sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, int mr,
+                            float *dst);
+
+/* Y[m, n] = A B, then the epilogue (ep may be NULL): Y(i, j) = y[i*ldy + j].
+ * Split by parts over rows or columns, whichever has more tiles. scratch:
+ * vram__cpu_sgemm_scratch(m, n, k) bytes, aligned to 64, for this part
+ * alone. */
+void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const vram__sgemm_a *a,
                      const vram__sgemm_b *b, float *y, int64_t ldy, const vram__epilogue *ep,
                      void *scratch, int part, int parts);
 uint64_t vram__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k);
@@ -102,10 +120,18 @@ void vram__cpu_gemm_fast(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
  * convolution's), through the packed GEMM for dense and grouped
  * convolutions and the vectorized loop for depthwise ones. scratch:
  * vram__cpu_conv2d_fast_scratch(p) bytes for this part, aligned to 64.
+ * packed_w: NULL, or w as vram__cpu_conv2d_pack packed it for tiles
+ * packed_mr rows tall (read instead of w while the tiles in use are).
  * VRAM_EINVAL as vram__cpu_conv2d. */
 int vram__cpu_conv2d_fast(const vram__conv2d *p, const float *x, const float *w,
-                          const float *bias, const vram__epilogue *ep, float *y, void *scratch,
-                          int part, int parts);
+                          const float *packed_w, int packed_mr, const float *bias,
+                          const vram__epilogue *ep, float *y, void *scratch, int part, int parts);
+/* The weights of a dense or grouped Conv packed for tiles mr rows tall,
+ * each group's [c_out/group, K] in turn: the floats needed (0 for a
+ * depthwise or empty one, which takes no packed weights), and the packing
+ * into dst. */
+int64_t vram__cpu_conv2d_packed_floats(const vram__conv2d *p, int mr);
+void vram__cpu_conv2d_pack(const vram__conv2d *p, const float *w, int mr, float *dst);
 uint64_t vram__cpu_conv2d_fast_scratch(const vram__conv2d *p);
 
 /* Depthwise (one input channel per group, any multiplier) for channels

@@ -58,6 +58,22 @@ static void pack_a(const float *a, int64_t lda, int64_t m, int64_t i0, int64_t m
     }
 }
 
+int64_t vram__cpu_sgemm_packed_floats(int64_t m, int64_t k, int mr)
+{
+    return m > 0 && k > 0 ? round_up(m, mr) * k : 0;
+}
+
+/* Block pc of A packed whole (vram__cpu_sgemm_pack_a) starts after the
+ * blocks before it, each round_up(m, mr) x KC. */
+static int64_t packed_block(int64_t m, int mr, int64_t pc) { return round_up(m, mr) * pc; }
+
+void vram__cpu_sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, int mr,
+                            float *dst)
+{
+    for (int64_t pc = 0; pc < k; pc += KC)
+        pack_a(a, lda, m, 0, m, pc, min64(KC, k - pc), mr, dst + packed_block(m, mr, pc));
+}
+
 /* B(p0.., j0..) for kc x nc into panels: dst[(jp*kc + p)*nr + jj], zero past
  * the last column. row: room for NC floats when B's row must be gathered. */
 static void pack_b(const vram__sgemm_b *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr,
@@ -87,18 +103,24 @@ static void pack_b(const vram__sgemm_b *b, int64_t p0, int64_t kc, int64_t j0, i
     }
 }
 
-/* Y rows [i0, i1) x columns [j0, j1) = A B, then ep. */
-static void sgemm_block(const vram__cpu_isa *isa, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                        int64_t k, const float *a, int64_t lda, const vram__sgemm_b *b, float *y,
-                        int64_t ldy, const vram__epilogue *ep, float *scratch)
+/* Y rows [i0, i1) x columns [j0, j1) = A B, then ep (A has m rows). */
+static void sgemm_block(const vram__cpu_isa *isa, int64_t m, int64_t i0, int64_t i1, int64_t j0,
+                        int64_t j1, int64_t k, const vram__sgemm_a *a, const vram__sgemm_b *b,
+                        float *y, int64_t ldy, const vram__epilogue *ep, float *scratch)
 {
     const int mr = isa->mr, nr = isa->nr;
-    float *ap = scratch, *bp = scratch + a_floats(i1 - i0, k);
+    const int prepacked = a->packed && a->packed_mr == mr;
+    float *bp = scratch + a_floats(i1 - i0, k);
     float row[NC], edge[MR_MAX * NR_MAX];
     for (int64_t pc = 0; pc < k; pc += KC) {
         int64_t kc = min64(KC, k - pc);
         int last = pc + kc == k;
-        pack_a(a, lda, i1, i0, i1 - i0, pc, kc, mr, ap); /* every row once per k block */
+        /* This k block of rows i0.. in panels: packed at load, or now
+         * (every row once per k block). Parts start on a panel. */
+        const float *ap = prepacked ? a->packed + packed_block(m, mr, pc) + (i0 / mr) * kc * mr
+                                    : scratch;
+        if (!prepacked)
+            pack_a(a->a, a->lda, i1, i0, i1 - i0, pc, kc, mr, scratch);
         for (int64_t jc = j0; jc < j1; jc += NC) {
             int64_t nc = min64(NC, j1 - jc);
             pack_b(b, pc, kc, jc, nc, nr, bp, row);
@@ -129,7 +151,7 @@ static void sgemm_block(const vram__cpu_isa *isa, int64_t i0, int64_t i1, int64_
     }
 }
 
-void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const vram__sgemm_a *a,
                      const vram__sgemm_b *b, float *y, int64_t ldy, const vram__epilogue *ep,
                      void *scratch, int part, int parts)
 {
@@ -160,10 +182,10 @@ void vram__cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
         /* B's columns are contiguous and too few for a tile. */
         for (int64_t i = i0; i < i1; i++)
             memset(y + i * ldy + j0, 0, (size_t)(j1 - j0) * sizeof *y);
-        vram__cpu_dots(i1 - i0, j1 - j0, k, 1.0f, a + i0 * lda, lda, b->b + j0 * b->bcs, b->bcs,
-                       y + i0 * ldy + j0, ldy);
+        vram__cpu_dots(i1 - i0, j1 - j0, k, 1.0f, a->a + i0 * a->lda, a->lda, b->b + j0 * b->bcs,
+                       b->bcs, y + i0 * ldy + j0, ldy);
         vram__epilogue_rows(ep, i0, i1 - i0, j0, j1 - j0, y, ldy);
         return;
     }
-    sgemm_block(isa, i0, i1, j0, j1, k, a, lda, b, y, ldy, ep, scratch);
+    sgemm_block(isa, m, i0, i1, j0, j1, k, a, b, y, ldy, ep, scratch);
 }
