@@ -70,9 +70,10 @@ int main(int argc, char **argv)
         return failed("engine info", rc);
     printf("model  %s: %u nodes, %u steps, batch %lld%s\n", argv[1], info.nodes, info.steps,
            (long long)info.batch, info.batch_symbolic ? "" : " (fixed by the model)");
-    printf("memory weights %llu B once; per context: activations %llu B (lower bound %llu B), "
-           "bindings %llu B, workspace %llu B = %llu B\n",
-           (unsigned long long)mem.weights_bytes, (unsigned long long)mem.activations_bytes,
+    printf("memory weights %llu B once (%llu B of them packed for the kernels); per context: "
+           "activations %llu B (lower bound %llu B), bindings %llu B, workspace %llu B = %llu B\n",
+           (unsigned long long)mem.weights_bytes, (unsigned long long)mem.packed_weights_bytes,
+           (unsigned long long)mem.activations_bytes,
            (unsigned long long)mem.activations_lower_bound_bytes,
            (unsigned long long)mem.io_bytes, (unsigned long long)mem.workspace_bytes,
            (unsigned long long)mem.exec_bytes);
