@@ -337,7 +337,7 @@ template <typename I> __device__ static void unary_body(const vram__cuk_unary_p 
             v = clampf_(__fadd_rn(__fmul_rn(p.p0, x), p.p1), 0.0f, 1.0f);
             break;
         case VRAM__UN_HARD_SWISH:
-            v = __fmul_rn(x, clampf_(__fadd_rn(__fdiv_rn(x, 6.0f), 0.5f), 0.0f, 1.0f));
+            v = __fmul_rn(x, clampf_(__fadd_rn(__fmul_rn(x, 1.0f / 6.0f), 0.5f), 0.0f, 1.0f));
             break;
         case VRAM__UN_IDENTITY: v = x; break;
         default: v = __int_as_float(0x7fc00000); break; /* NaN: a caller's bug shows */
