@@ -60,9 +60,11 @@ static void conv_part(void *arg, int part, int parts)
 }
 
 /* Multiply-adds below which a convolution stays on the caller's thread:
- * waking the others costs more than they would save (tens of microseconds,
- * against a few hundred at this size). */
-#define TEAM_MIN_MACS (4 << 20)
+ * below it, handing the others their parts and then moving the halves of
+ * the output between the cores' caches cost about what they save (on the
+ * 2-core development machine, BlazeFace and MobileNetV3 ran no faster on
+ * two threads with 4M). */
+#define TEAM_MIN_MACS (16 << 20)
 
 static int64_t conv_macs(const vram__conv2d *p)
 {

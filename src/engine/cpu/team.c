@@ -1,12 +1,19 @@
-/* src/engine/cpu/team.c - the intra-op thread team (team.h): workers wait
- * on a condition variable for the next job's generation, run their part,
- * and the last to finish wakes the caller, who ran part 0 meanwhile. */
+/* src/engine/cpu/team.c - the intra-op thread team (team.h). A job is
+ * posted by bumping a generation counter; workers spin on it for a short
+ * while before sleeping on a condition variable (waking a sleeping thread
+ * costs tens of microseconds, about what a small convolution takes), and
+ * the caller, who runs part 0 meanwhile, spins the same way on the count of
+ * parts still running before it sleeps. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/internal.h"
 #include "engine/cpu/team.h"
+
+/* Polls before sleeping: some tens of microseconds. */
+#define SPINS 4000
 
 struct vram__team {
     int n;                 /* threads, the caller's included */
@@ -14,9 +21,10 @@ struct vram__team {
     int started;           /* workers running */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    unsigned long gen;     /* jobs posted */
-    int pending;           /* workers yet to finish the current job */
-    int quit;
+    atomic_ulong gen;      /* jobs posted (fn and arg are set before it moves) */
+    atomic_int pending;    /* workers yet to finish the current job */
+    atomic_int quit;
+    int sleepers;          /* workers waiting on go (under mu) */
     vram__team_fn fn;
     void *arg;
 };
@@ -26,6 +34,34 @@ typedef struct worker_arg {
     int part;
 } worker_arg;
 
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Wait for a generation other than seen (or quit); returns it. */
+static unsigned long next_job(vram__team *t, unsigned long seen)
+{
+    unsigned long g;
+    for (int i = 0; i < SPINS; i++) {
+        g = atomic_load_explicit(&t->gen, memory_order_acquire);
+        if (g != seen || atomic_load(&t->quit))
+            return g;
+        relax();
+    }
+    pthread_mutex_lock(&t->mu);
+    while ((g = atomic_load_explicit(&t->gen, memory_order_acquire)) == seen &&
+           !atomic_load(&t->quit)) {
+        t->sleepers++;
+        pthread_cond_wait(&t->go, &t->mu);
+        t->sleepers--;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return g;
+}
+
 static void *worker(void *p)
 {
     worker_arg *wa = p;
@@ -33,22 +69,17 @@ static void *worker(void *p)
     int part = wa->part;
     free(wa);
     unsigned long seen = 0;
-    pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (!t->quit && t->gen == seen)
-            pthread_cond_wait(&t->go, &t->mu);
-        if (t->quit)
+        seen = next_job(t, seen);
+        if (atomic_load(&t->quit))
             break;
-        seen = t->gen;
-        vram__team_fn fn = t->fn;
-        void *arg = t->arg;
-        pthread_mutex_unlock(&t->mu);
-        fn(arg, part, t->n);
-        pthread_mutex_lock(&t->mu);
-        if (--t->pending == 0)
+        t->fn(t->arg, part, t->n);
+        if (atomic_fetch_sub_explicit(&t->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&t->mu);
             pthread_cond_signal(&t->done);
+            pthread_mutex_unlock(&t->mu);
+        }
     }
-    pthread_mutex_unlock(&t->mu);
     return NULL;
 }
 
@@ -69,6 +100,9 @@ int vram__team_create(int threads, vram__team **out)
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->go, NULL);
     pthread_cond_init(&t->done, NULL);
+    atomic_init(&t->gen, 0);
+    atomic_init(&t->pending, 0);
+    atomic_init(&t->quit, 0);
     int rc = 0;
     for (int i = 1; i < threads && !rc; i++) {
         worker_arg *wa = vram__calloc(1, sizeof *wa);
@@ -99,7 +133,7 @@ void vram__team_destroy(vram__team *t)
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
-    t->quit = 1;
+    atomic_store(&t->quit, 1);
     pthread_cond_broadcast(&t->go);
     pthread_mutex_unlock(&t->mu);
     for (int i = 0; i < t->started; i++)
@@ -113,16 +147,22 @@ void vram__team_destroy(vram__team *t)
 
 void vram__team_run(vram__team *t, vram__team_fn fn, void *arg)
 {
-    pthread_mutex_lock(&t->mu);
     t->fn = fn;
     t->arg = arg;
-    t->pending = t->n - 1;
-    t->gen++;
-    pthread_cond_broadcast(&t->go);
+    atomic_store_explicit(&t->pending, t->n - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->gen, 1, memory_order_release);
+    pthread_mutex_lock(&t->mu); /* a worker past its spins sleeps, or is about to */
+    if (t->sleepers)
+        pthread_cond_broadcast(&t->go);
     pthread_mutex_unlock(&t->mu);
     fn(arg, 0, t->n);
+    for (int i = 0; i < SPINS; i++) {
+        if (atomic_load_explicit(&t->pending, memory_order_acquire) == 0)
+            return;
+        relax();
+    }
     pthread_mutex_lock(&t->mu);
-    while (t->pending > 0)
+    while (atomic_load_explicit(&t->pending, memory_order_acquire) > 0)
         pthread_cond_wait(&t->done, &t->mu);
     pthread_mutex_unlock(&t->mu);
 }
