@@ -23,15 +23,8 @@
 #include <cmocka.h>
 
 #include "vramkit.h"
+#include "test_models.h"
 
-static char models[4096];
-
-static const char *model(const char *name)
-{
-    static char path[4352];
-    snprintf(path, sizeof path, "%s/%s.onnx", models, name);
-    return path;
-}
 
 static void *read_file(const char *path, size_t *len)
 {
@@ -74,23 +67,6 @@ static vram_pool_stats pool_stats(vram_pool *p)
     return s;
 }
 
-static void fill(vram_exec *c, const vram_engine *e, float v)
-{
-    for (size_t i = 0; i < vram_engine_input_count(e); i++) {
-        vram_tensor_desc d;
-        assert_int_equal(vram_exec_input_desc(c, i, &d), 0);
-        size_t n = 1;
-        for (int k = 0; k < d.rank; k++)
-            n *= (size_t)d.dims[k];
-        assert_int_equal(d.dtype, 1);
-        float *x = malloc(n * sizeof *x);
-        for (size_t k = 0; k < n; k++)
-            x[k] = v * (float)((k % 7) - 3);
-        assert_int_equal(vram_exec_set_input(c, i, x, n * sizeof *x), 0);
-        free(x);
-    }
-}
-
 /* Running a context allocates nothing and repeats itself exactly. */
 static void test_run_allocates_nothing(void **state)
 {
@@ -131,7 +107,7 @@ static void test_run_allocates_nothing(void **state)
     vram_pool_stats s1 = pool_stats(p);
     assert_int_equal(s1.live_bytes - s0.live_bytes,
                      m.activations_bytes + m.io_bytes + m.workspace_bytes);
-    fill(c, e, 0.25f);
+    fill_inputs(c, e, 0.25f);
     assert_int_equal(vram_exec_run(c), 0);
     const void *out;
     size_t bytes;
@@ -160,7 +136,7 @@ static void test_run_allocates_nothing(void **state)
     /* A second context runs on its own memory. */
     vram_exec *c2;
     assert_int_equal(vram_exec_create(e, &c2), 0);
-    fill(c2, e, -0.5f);
+    fill_inputs(c2, e, -0.5f);
     assert_int_equal(vram_exec_run(c2), 0);
     const void *out2;
     assert_int_equal(vram_exec_output(c2, 0, &out2, &bytes), 0);
@@ -230,10 +206,10 @@ static void test_contexts_from_threads(void **state)
     assert_int_equal(vram_engine_destroy(e), 0);
 }
 
-/* Outputs of one run at the context's batch, on inputs from fill(). */
+/* Outputs of one run at the context's batch, on inputs from fill_inputs(). */
 static float *run_once(vram_exec *c, const vram_engine *e, size_t *bytes)
 {
-    fill(c, e, 0.5f);
+    fill_inputs(c, e, 0.5f);
     assert_int_equal(vram_exec_run(c), 0);
     const void *out;
     assert_int_equal(vram_exec_output(c, 0, &out, bytes), 0);
@@ -419,12 +395,7 @@ static void test_context_out_of_memory(void **state)
 
 int main(void)
 {
-    const char *ref = getenv("VRAM_ONNX_REF");
-    const char *src = getenv("VRAM_SOURCE_DIR");
-    if (ref)
-        snprintf(models, sizeof models, "%s/models", ref);
-    else
-        snprintf(models, sizeof models, "%s/build/onnxref/models", src ? src : ".");
+    models_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_allocates_nothing),
         cmocka_unit_test(test_batch),

@@ -19,15 +19,8 @@
 #include <cmocka.h>
 
 #include "vramkit.h"
+#include "test_models.h"
 
-static char models[4096];
-
-static const char *model(const char *name)
-{
-    static char path[4352];
-    snprintf(path, sizeof path, "%s/%s.onnx", models, name);
-    return path;
-}
 
 /* The models whose convolutions take every epilogue, every depthwise
  * shape and both GEMM paths. */
@@ -67,20 +60,7 @@ static outputs run(const char *name, int threads, int reference)
         fail_msg("%s: %s", name, vram_last_error());
     vram_exec *c;
     assert_int_equal(vram_exec_create(e, &c), 0);
-    for (size_t i = 0; i < vram_engine_input_count(e); i++) {
-        vram_tensor_desc d;
-        assert_int_equal(vram_exec_input_desc(c, i, &d), 0);
-        size_t n = 1;
-        for (int k = 0; k < d.rank; k++)
-            n *= (size_t)d.dims[k];
-        assert_int_equal(d.dtype, VRAM_DTYPE_FLOAT);
-        float *x = malloc(n * sizeof *x);
-        assert_non_null(x);
-        for (size_t k = 0; k < n; k++)
-            x[k] = 0.37f * (float)((k * 7919 + i) % 23) - 4.0f;
-        assert_int_equal(vram_exec_set_input(c, i, x, n * sizeof *x), 0);
-        free(x);
-    }
+    fill_inputs(c, e, 0.37f);
     assert_int_equal(vram_exec_run(c), 0);
     vram_pool_stats s0, s1;
     assert_int_equal(vram_pool_stats_get(pool, &s0), 0);
@@ -205,12 +185,7 @@ static void test_bad_threads(void **state)
 
 int main(void)
 {
-    const char *ref = getenv("VRAM_ONNX_REF");
-    const char *src = getenv("VRAM_SOURCE_DIR");
-    if (ref)
-        snprintf(models, sizeof models, "%s/models", ref);
-    else
-        snprintf(models, sizeof models, "%s/build/onnxref/models", src ? src : ".");
+    models_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_matches_reference),
         cmocka_unit_test(test_threads_match_one),

@@ -27,6 +27,7 @@
 #include "engine/cpu/fast.h"
 #include "engine/cpu/kernels_elem.h"
 #include "engine/cpu/kernels_nn.h"
+#include "test_conv.h"
 #include "test_rand.h"
 
 #define TOL 1e-5
@@ -173,11 +174,6 @@ static void test_epilogue(void **state)
 
 /* ---- Conv --------------------------------------------------------------- */
 
-static void conv_out_size(vram__conv2d *p)
-{
-    p->oh = (p->h + p->pad_top + p->pad_bottom - p->dil_h * (p->kh - 1) - 1) / p->stride_h + 1;
-    p->ow = (p->w + p->pad_left + p->pad_right - p->dil_w * (p->kw - 1) - 1) / p->stride_w + 1;
-}
 
 enum { EPI_NONE, EPI_ADD, EPI_ADD_RELU, EPI_HARD_SWISH, EPI_KINDS };
 
@@ -267,15 +263,7 @@ static vram__conv2d random_conv(int kind)
         p.kh = p.kw = p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
         p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 0;
     }
-    int64_t min_h = p.dil_h * (p.kh - 1) + 1 - p.pad_top - p.pad_bottom;
-    int64_t min_w = p.dil_w * (p.kw - 1) + 1 - p.pad_left - p.pad_right;
-    p.h = irand(1, 40);
-    p.w = irand(1, 40);
-    if (p.h < min_h)
-        p.h = min_h;
-    if (p.w < min_w)
-        p.w = min_w;
-    conv_out_size(&p);
+    conv_random_size(&p, 1, 40);
     return p;
 }
 

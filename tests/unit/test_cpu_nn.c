@@ -26,6 +26,7 @@
 
 #include "base/internal.h"
 #include "engine/cpu/kernels_nn.h"
+#include "test_conv.h"
 #include "test_rand.h"
 
 #define TOL 1e-5
@@ -103,11 +104,6 @@ static void ref_conv(const vram__conv2d *p, const float *x, const float *w, cons
                 }
 }
 
-static void conv_out_size(vram__conv2d *p)
-{
-    p->oh = (p->h + p->pad_top + p->pad_bottom - p->dil_h * (p->kh - 1) - 1) / p->stride_h + 1;
-    p->ow = (p->w + p->pad_left + p->pad_right - p->dil_w * (p->kw - 1) - 1) / p->stride_w + 1;
-}
 
 static void describe_conv(char *buf, size_t cap, const char *op, const vram__conv2d *p, int bias)
 {
@@ -189,15 +185,7 @@ static void test_conv_sweep(void **state)
                         } else { /* depthwise */
                             p.c_in = p.c_out = p.group = irand(1, 5);
                         }
-                        int64_t min_h = p.dil_h * (p.kh - 1) + 1 - p.pad_top - p.pad_bottom;
-                        int64_t min_w = p.dil_w * (p.kw - 1) + 1 - p.pad_left - p.pad_right;
-                        p.h = irand(4, 11);
-                        p.w = irand(4, 11);
-                        if (p.h < min_h)
-                            p.h = min_h;
-                        if (p.w < min_w)
-                            p.w = min_w;
-                        conv_out_size(&p);
+                        conv_random_size(&p, 4, 11);
                         run_conv_case(&p, bias);
                         cases++;
                     }
