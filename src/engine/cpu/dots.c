@@ -16,13 +16,13 @@
 typedef float dots_vf __attribute__((vector_size(64)));
 #define LOADV(v, ptr) memcpy(&(v), (ptr), sizeof(v))
 
-static inline __attribute__((always_inline)) float hsum(dots_vf v)
-{
-    float s = 0.0f;
-    for (int t = 0; t < VW; t++)
-        s += v[t];
-    return s;
-}
+/* s = the sum of v's lanes. */
+#define HSUM(s, v)                                                                              \
+    do {                                                                                        \
+        (s) = 0.0f;                                                                             \
+        for (int t_ = 0; t_ < VW; t_++)                                                         \
+            (s) += (v)[t_];                                                                     \
+    } while (0)
 
 /* dot(a + r*lda, x) for r < R (R <= 4), added times alpha to out[r*ldo]. */
 static inline __attribute__((always_inline)) void rows_dot(int64_t k, const float *a,
@@ -46,7 +46,9 @@ static inline __attribute__((always_inline)) void rows_dot(int64_t k, const floa
         }
     }
     for (int r = 0; r < R; r++) {
-        float s = hsum(acc[r][0] + acc[r][1]);
+        dots_vf sum = acc[r][0] + acc[r][1];
+        float s;
+        HSUM(s, sum);
         for (int64_t q = p; q < k; q++)
             s += a[r * lda + q] * x[q];
         out[r * ldo] += alpha * s;
