@@ -355,8 +355,10 @@ static int weights_ready(vram_engine *e)
         return VRAM_EHOSTMEM;
     for (int i = 0; i < e->n_steps; i++) {
         int64_t f = packable(e, ce, &e->steps[i], mr);
+        if (f <= 0) /* only a convolution's node has a weight input to read */
+            continue;
         int w = e->g.nodes[e->steps[i].node].in[1];
-        if (f > 0 && !at[w]) {
+        if (!at[w]) {
             at[w] = total + 1;
             total += (f + 15) / 16 * 16; /* each starts on 64 bytes */
         }
@@ -372,8 +374,10 @@ static int weights_ready(vram_engine *e)
     }
     for (int i = 0; i < e->n_steps && total > 0; i++) {
         const vram__step *st = &e->steps[i];
+        if (packable(e, ce, st, mr) <= 0)
+            continue;
         int w = e->g.nodes[st->node].in[1];
-        if (packable(e, ce, st, mr) <= 0 || ce->packed[w])
+        if (ce->packed[w])
             continue;
         float *dst = (float *)ce->packed_block + at[w] - 1;
         vram__cpu_conv2d_pack(&st->p.conv, (const float *)((char *)e->weights + e->place[w].offset),
