@@ -83,8 +83,6 @@ static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
     void **ptr = ctx->ptr;
     const float *w = ptr[n->in[1]], *bias = n->n_in > 2 && n->in[2] >= 0 ? ptr[n->in[2]] : NULL;
     float *y = ptr[st->y];
-    if (ce->reference)
-        return vram__cpu_conv2d(p, ptr[st->x], w, bias, y, ctx->workspace, ce->part_bytes);
     vram__epilogue ep = {.add = cs->other >= 0 ? ptr[cs->other] : NULL, .ld_add = p->oh * p->ow,
                          .act = -1};
     if (cs->act >= 0) {
@@ -93,15 +91,16 @@ static int run_conv(vram_exec *ctx, const vram__step *st, const vram__cpu_step *
         ep.act_p = a->p.unary.p;
     }
     const vram__epilogue *epp = ep.add || ep.act >= 0 ? &ep : NULL;
-    if (vram__cpu_conv2d_fast_scratch(p) <= ce->part_bytes) {
-        int rc = vram__conv2d_check(p, "Conv");
-        conv_job job = {.p = p, .x = ptr[st->x], .w = w, .bias = bias, .ep = epp, .y = y,
-                        .packed_w = ce->packed ? ce->packed[n->in[1]] : NULL,
-                        .packed_mr = ce->packed_mr, .workspace = ctx->workspace,
-                        .part_bytes = ce->part_bytes};
-        if (rc || !cc->team || conv_macs(p) < TEAM_MIN_MACS)
-            conv_part(&job, 0, 1);
-        else
+    const float *packed_w = ce->packed ? ce->packed[n->in[1]] : NULL;
+    if (cs->fast && !cs->split)
+        return vram__cpu_conv2d_fast(p, ptr[st->x], w, packed_w, ce->packed_mr, bias, epp, y,
+                                     ctx->workspace, 0, 1);
+    if (cs->fast) {
+        int rc = vram__conv2d_check(p, "Conv"); /* the parts cannot return it */
+        conv_job job = {.p = p, .x = ptr[st->x], .w = w, .packed_w = packed_w,
+                        .packed_mr = ce->packed_mr, .bias = bias, .ep = epp, .y = y,
+                        .workspace = ctx->workspace, .part_bytes = ce->part_bytes};
+        if (!rc)
             vram__team_run(cc->team, conv_part, &job);
         return rc;
     }
@@ -274,6 +273,13 @@ static int backend_ok(const vram_backend *b)
     return vram_backend_type_of(b) == VRAM_BACKEND_TYPE_HOST;
 }
 
+/* Whether convolution p runs on the fast kernels: not asked for the
+ * reference, and its scratch fits a thread's workspace slice. */
+static int takes_fast(const cpu_engine *ce, const vram__conv2d *p)
+{
+    return !ce->reference && vram__cpu_conv2d_fast_scratch(p) <= ce->part_bytes;
+}
+
 static void engine_fini(vram_engine *e)
 {
     cpu_engine *ce = e->ex_state;
@@ -317,6 +323,13 @@ static int engine_init(vram_engine *e)
     }
     ce->part_bytes = (ce->part_bytes + 63) / 64 * 64; /* each thread's slice starts aligned */
     e->workspace_bytes = ce->part_bytes * (uint64_t)ce->threads;
+    for (int i = 0; i < e->n_var; i++)
+        for (int s = 0; s < e->var[i].n_steps; s++) {
+            const vram__step *st = &e->var[i].steps[s];
+            vram__cpu_step *cs = &ce->steps[i][s];
+            cs->fast = st->op == VRAM__OP_CONV && takes_fast(ce, &st->p.conv);
+            cs->split = cs->fast && ce->threads > 1 && conv_macs(&st->p.conv) >= TEAM_MIN_MACS;
+        }
     vram_log(VRAM_LOG_INFO, "cpu engine: %s kernels, %d thread%s per context; %u convolutions do "
                              "the Add/activation steps after them in their epilogues (%d batch "
                              "sizes); workspace %llu bytes per thread (limit %llu)",
@@ -329,7 +342,7 @@ static int engine_init(vram_engine *e)
  * convolution on the fast kernels, whose weights are a constant. */
 static int64_t packable(const vram_engine *e, const cpu_engine *ce, const vram__step *st, int mr)
 {
-    if (st->op != VRAM__OP_CONV || vram__cpu_conv2d_fast_scratch(&st->p.conv) > ce->part_bytes)
+    if (st->op != VRAM__OP_CONV || !takes_fast(ce, &st->p.conv))
         return 0;
     int w = e->g.nodes[st->node].in[1];
     if (w < 0 || e->place[w].loc != VRAM__LOC_WEIGHTS)

@@ -9,6 +9,8 @@ typedef struct vram__cpu_step {
     int done;  /* an earlier convolution's epilogue did this step */
     int other; /* a convolution: the residual its epilogue adds (a value), or -1 */
     int act;   /* a convolution: the activation step its epilogue does, or -1 */
+    int fast;  /* a convolution on the fast kernels (exec_cpu.c decides, at load) */
+    int split; /* ...split over the context's threads */
 } vram__cpu_step;
 
 /* Plan variant var's steps into steps[var->n_steps]; returns how many
