@@ -7,6 +7,8 @@
 #
 #   scripts/web_deps.sh             web/: uPlot, which the build embeds in the page
 #   scripts/web_deps.sh --browser   tests/report/: playwright-core, for the page's test
+#   scripts/web_deps.sh --deploy    tests/deploy/: kubernetes-models and yaml, checking
+#                                   the Kubernetes manifests against the API's schemas
 #
 # Needs nodejs and npm (`make deps`) and, the first time, the npm registry.
 set -euo pipefail
@@ -16,7 +18,8 @@ dir=$root/web
 case "${1:-}" in
   "") ;;
   --browser) dir=$root/tests/report ;;
-  *) echo "usage: scripts/web_deps.sh [--browser]" >&2; exit 2 ;;
+  --deploy) dir=$root/tests/deploy ;;
+  *) echo "usage: scripts/web_deps.sh [--browser|--deploy]" >&2; exit 2 ;;
 esac
 
 fail() { echo "web_deps: $*" >&2; exit 1; }
