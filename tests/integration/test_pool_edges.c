@@ -20,17 +20,27 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024)
 
-static vram_pool *pool_on(vram_backend *b, vram_policy policy)
+/* A pool on b; without_decay: no decay thread, whose rounds record events
+ * on pending frees at moments of its own (a test counting events needs the
+ * pool to act only when called). */
+static vram_pool *pool_make(vram_backend *b, vram_policy policy, int without_decay)
 {
     vram_pool_opts o;
     vram_pool_opts_init(&o);
     o.backend = b;
     o.policy = policy;
+    if (without_decay)
+        o.decay_ms = 0;
     vram_pool *p = NULL;
     int rc = vram_pool_create(&o, &p);
     if (rc)
         fail_msg("pool: %s", vram_last_error());
     return p;
+}
+
+static vram_pool *pool_on(vram_backend *b, vram_policy policy)
+{
+    return pool_make(b, policy, 0);
 }
 
 static vram_backend *sim(uint64_t capacity, uint64_t granularity)
@@ -186,7 +196,7 @@ static void test_failed_event_query_keeps_block(void **state)
                                          .event_release = ev_release};
     vram_backend *b;
     assert_int_equal(vram_backend_create_custom(&ops, &eb, 1024 * MiB, 2 * MiB, &b), 0);
-    vram_pool *p = pool_on(b, VRAM_POLICY_VMM);
+    vram_pool *p = pool_make(b, VRAM_POLICY_VMM, 1);
     vram_stream s1 = (vram_stream)0x1, s2 = (vram_stream)0x2;
     void *x, *y, *z, *t;
     vram_pool_stats st;
