@@ -29,15 +29,16 @@
  * HTTP: GET or HEAD; /metrics (text/plain; version=0.0.4), /snapshot (JSON:
  * with ?pool=NAME that pool's vram_pool_snapshot object, 404 for an unknown
  * name; without it a JSON array of every pool's snapshot, in the order they
- * were added), /healthz ("ok"), / (the list of these). Another method gets
- * 405 with an Allow header, another path 404, a request whose header does
- * not fit the connection's memory 431 (a URL 414), a failure while building
- * the page 500 with the sentence. A library built on this one may serve
- * paths of its own on the same server (vram_metrics_route: any method, a
- * body up to max_body_bytes, 413 past it) and add families of its own to
- * /metrics (vram_metrics_add_families). Requests are answered by a pool of threads polling
- * their connections, so a client that stalls half-way through its request
- * holds none of them; it is dropped after timeout_s of silence. At most
+ * were added), /healthz ("ok", or 503 and why when a health check added with
+ * vram_metrics_add_health fails), / (the list of these). Another method gets
+ * 405 with an Allow header, another path 404, a request whose header does not
+ * fit the connection's memory 431 (a URL 414), a failure while building the
+ * page 500 with the sentence. A library built on this one may serve paths of
+ * its own on the same server (vram_metrics_route: any method, a body up to
+ * max_body_bytes, 413 past it) and add families of its own to /metrics
+ * (vram_metrics_add_families). Requests are answered by a pool of threads
+ * polling their connections, so a client that stalls half-way through its
+ * request holds none of them; it is dropped after timeout_s of silence. At most
  * max_connections are open at once: more wait in the kernel's listen queue
  * until one closes.
  *
@@ -180,6 +181,7 @@ typedef int (*vram_metrics_route_fn)(void *ctx, const vram_http_request *req,
 /* The most routes, and the most families writers, one server takes. */
 #define VRAM_METRICS_ROUTES_MAX 16
 #define VRAM_METRICS_FAMILIES_MAX 16
+#define VRAM_METRICS_HEALTH_MAX 16
 
 /* Answer every request whose path is `prefix` or starts with `prefix` and a
  * slash ("/streams": /streams, /streams/cam1), whatever its method, with
@@ -237,6 +239,26 @@ VRAM_API int vram_metrics_add_families(vram_metrics *server, vram_metrics_famili
  * server, an id that is no families writer of the server), VRAM_EBUSY from
  * that writer itself. Thread-safe. */
 VRAM_API int vram_metrics_remove_families(vram_metrics *server, uint32_t id);
+
+/* Say whether what the check watches can serve: 0, or non-zero with a
+ * sentence of why not into why (cap bytes). */
+typedef int (*vram_metrics_health_fn)(void *ctx, char *why, size_t cap);
+
+/* Add a check to /healthz: it answers 200 "ok" while every check says 0,
+ * and 503 "unhealthy: " with each failing check's sentence otherwise (so
+ * a liveness probe restarts the process whose GPU is lost). fn runs on a
+ * server thread with none of the server's locks held, maybe on several at
+ * once, and must answer quickly. *id gets the id for
+ * vram_metrics_remove_health (0 on error). Returns 0, VRAM_EINVAL (NULL
+ * arguments), VRAM_ELIMIT (VRAM_METRICS_HEALTH_MAX already),
+ * VRAM_EHOSTMEM. ctx is borrowed until removed. Thread-safe. */
+VRAM_API int vram_metrics_add_health(vram_metrics *server, vram_metrics_health_fn fn, void *ctx,
+                                     uint32_t *id);
+
+/* Take a check out; waits for its calls in flight, so ctx may be freed
+ * once it returns. Returns 0, VRAM_EINVAL (a NULL server, an id that is
+ * no check of the server), VRAM_EBUSY from that check itself. */
+VRAM_API int vram_metrics_remove_health(vram_metrics *server, uint32_t id);
 
 /* Write `value` as the text of a Prometheus label value, without the quotes
  * around it: backslash, double quote and newline escaped (\\, \", \n), for

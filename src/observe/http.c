@@ -61,7 +61,7 @@ static const char index_page[] =
     "  /metrics            Prometheus text exposition (format 0.0.4)\n"
     "  /snapshot           every pool's snapshot, as a JSON array\n"
     "  /snapshot?pool=NAME one pool's snapshot, as a JSON object\n"
-    "  /healthz            ok\n";
+    "  /healthz            ok, or 503 and why when a health check fails\n";
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -145,6 +145,15 @@ static enum MHD_Result serve_metrics(vram_metrics *m, struct MHD_Connection *c)
     return reply(c, MHD_HTTP_OK, metrics_type, b.data, b.len, 1);
 }
 
+/* 200 "ok" while every added health check passes; 503 with their sentences. */
+static enum MHD_Result serve_health(vram_metrics *m, struct MHD_Connection *c)
+{
+    char why[1024];
+    if (vram__http_health(m->hooks, why, sizeof why))
+        return vram__http_reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unhealthy: %s\n", why);
+    return vram__http_reply_text(c, MHD_HTTP_OK, "ok\n");
+}
+
 static enum MHD_Result serve_snapshot(vram_metrics *m, struct MHD_Connection *c)
 {
     const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pool");
@@ -222,7 +231,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (strcmp(url, "/snapshot") == 0)
         return serve_snapshot(m, c);
     if (strcmp(url, "/healthz") == 0)
-        return vram__http_reply_text(c, MHD_HTTP_OK, "ok\n");
+        return serve_health(m, c);
     if (strcmp(url, "/") == 0)
         return reply(c, MHD_HTTP_OK, text_type, (char *)index_page, sizeof index_page - 1, 0);
     return vram__http_reply_text(c, MHD_HTTP_NOT_FOUND, "no page %.200s: / lists them\n", url);

@@ -63,4 +63,8 @@ void vram__http_request_free(void *req);
  * `write`; 0 or the first error (its sentence recorded). */
 int vram__http_write_families(vram__http_hooks *h, vram_write_fn write, void *ctx);
 
+/* Run every health check: how many fail, their sentences joined into why
+ * (cap bytes, at least 1). */
+int vram__http_health(vram__http_hooks *h, char *why, size_t cap);
+
 #endif

@@ -42,6 +42,8 @@ typedef struct hook {
     size_t prefix_len;
     /* A families writer. */
     vram_metrics_families_fn families;
+    /* A health check. */
+    vram_metrics_health_fn health;
 } hook;
 
 struct vram__http_hooks {
@@ -52,7 +54,13 @@ struct vram__http_hooks {
     size_t n_routes;
     hook *families[VRAM_METRICS_FAMILIES_MAX];
     size_t n_families;
+    hook *health[VRAM_METRICS_HEALTH_MAX];
+    size_t n_health;
 };
+
+/* The tables, by what their entries are. */
+enum { ROUTES, FAMILIES, HEALTH };
+static const char *const kind_names[] = {"route", "families writer", "health check"};
 
 /* The entry whose handler or writer runs on this thread, if one does. */
 static _Thread_local const hook *running_here;
@@ -75,6 +83,8 @@ void vram__http_hooks_destroy(vram__http_hooks *h)
         free(h->routes[i]);
     for (size_t i = 0; i < h->n_families; i++)
         free(h->families[i]);
+    for (size_t i = 0; i < h->n_health; i++)
+        free(h->health[i]);
     pthread_cond_destroy(&h->idle);
     pthread_mutex_destroy(&h->lock);
     free(h);
@@ -141,14 +151,33 @@ static hook *take_out(vram__http_hooks *h, hook **table, size_t *n, size_t i)
     return e;
 }
 
-static int remove_hook(vram_metrics *m, uint32_t id, int routes, const char *fn)
+/* The table of `kind`, its count and its most entries. */
+static hook **table_of(vram__http_hooks *h, int kind, size_t **n, size_t *max)
+{
+    switch (kind) {
+    case ROUTES:
+        *n = &h->n_routes;
+        *max = VRAM__ARRAY_LEN(h->routes);
+        return h->routes;
+    case FAMILIES:
+        *n = &h->n_families;
+        *max = VRAM__ARRAY_LEN(h->families);
+        return h->families;
+    default:
+        *n = &h->n_health;
+        *max = VRAM__ARRAY_LEN(h->health);
+        return h->health;
+    }
+}
+
+static int remove_hook(vram_metrics *m, uint32_t id, int kind, const char *fn)
 {
     if (!m)
         return vram__fail(VRAM_EINVAL, "%s: server is NULL", fn);
     vram__http_hooks *h = vram__metrics_hooks(m);
-    hook **table = routes ? h->routes : h->families;
-    size_t *n = routes ? &h->n_routes : &h->n_families;
-    const char *what = routes ? "route" : "families writer";
+    size_t *n, max;
+    hook **table = table_of(h, kind, &n, &max);
+    const char *what = kind_names[kind];
     pthread_mutex_lock(&h->lock);
     size_t i = 0;
     while (i < *n && table[i]->id != id)
@@ -248,7 +277,28 @@ int vram_metrics_route(vram_metrics *m, const char *prefix, vram_metrics_route_f
 
 int vram_metrics_unroute(vram_metrics *m, uint32_t id)
 {
-    return remove_hook(m, id, 1, "vram_metrics_unroute");
+    return remove_hook(m, id, ROUTES, "vram_metrics_unroute");
+}
+
+/* Add e (its function and ctx set) to the end of the table of `kind`. */
+static int add_listed(vram_metrics *m, int kind, hook *e, uint32_t *id)
+{
+    vram__http_hooks *h = vram__metrics_hooks(m);
+    size_t *n, max;
+    hook **table = table_of(h, kind, &n, &max);
+    int rc = 0;
+    pthread_mutex_lock(&h->lock);
+    if (*n == max)
+        rc = vram__fail(VRAM_ELIMIT, "metrics server: %zu %ss already (the most one server takes)",
+                        max, kind_names[kind]);
+    else {
+        e->id = *id = next_id(h);
+        table[(*n)++] = e;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (rc)
+        free(e);
+    return rc;
 }
 
 int vram_metrics_add_families(vram_metrics *m, vram_metrics_families_fn fn, void *ctx,
@@ -263,25 +313,31 @@ int vram_metrics_add_families(vram_metrics *m, vram_metrics_families_fn fn, void
         return VRAM_EHOSTMEM;
     e->families = fn;
     e->ctx = ctx;
-    vram__http_hooks *h = vram__metrics_hooks(m);
-    int rc = 0;
-    pthread_mutex_lock(&h->lock);
-    if (h->n_families == VRAM_METRICS_FAMILIES_MAX)
-        rc = vram__fail(VRAM_ELIMIT, "metrics server: %d families writers already "
-                        "(VRAM_METRICS_FAMILIES_MAX)", VRAM_METRICS_FAMILIES_MAX);
-    else {
-        e->id = *id = next_id(h);
-        h->families[h->n_families++] = e;
-    }
-    pthread_mutex_unlock(&h->lock);
-    if (rc)
-        free(e);
-    return rc;
+    return add_listed(m, FAMILIES, e, id);
+}
+
+int vram_metrics_add_health(vram_metrics *m, vram_metrics_health_fn fn, void *ctx, uint32_t *id)
+{
+    if (id)
+        *id = 0;
+    if (!m || !fn || !id)
+        return vram__fail(VRAM_EINVAL, "vram_metrics_add_health: server, fn and id are required");
+    hook *e = vram__calloc(1, sizeof *e);
+    if (!e)
+        return VRAM_EHOSTMEM;
+    e->health = fn;
+    e->ctx = ctx;
+    return add_listed(m, HEALTH, e, id);
+}
+
+int vram_metrics_remove_health(vram_metrics *m, uint32_t id)
+{
+    return remove_hook(m, id, HEALTH, "vram_metrics_remove_health");
 }
 
 int vram_metrics_remove_families(vram_metrics *m, uint32_t id)
 {
-    return remove_hook(m, id, 0, "vram_metrics_remove_families");
+    return remove_hook(m, id, FAMILIES, "vram_metrics_remove_families");
 }
 
 /* ---- the families ---- */
@@ -313,6 +369,40 @@ int vram__http_write_families(vram__http_hooks *h, vram_write_fn write, void *ct
     if (n)
         release(h, taken, n);
     return rc;
+}
+
+/* ---- health ---- */
+
+int vram__http_health(vram__http_hooks *h, char *why, size_t cap)
+{
+    hook *taken[VRAM_METRICS_HEALTH_MAX];
+    pthread_mutex_lock(&h->lock);
+    size_t n = h->n_health;
+    for (size_t i = 0; i < n; i++) {
+        taken[i] = h->health[i];
+        taken[i]->running++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    int failing = 0;
+    size_t used = 0;
+    why[0] = '\0';
+    const hook *outer = running_here;
+    for (size_t i = 0; i < n; i++) {
+        char one[512] = "";
+        running_here = taken[i];
+        int bad = taken[i]->health(taken[i]->ctx, one, sizeof one) != 0;
+        running_here = outer;
+        if (!bad)
+            continue;
+        failing++;
+        int w = snprintf(why + used, cap - used, "%s%s", used ? "; " : "",
+                         one[0] ? one : "a check failed and said nothing");
+        if (w > 0)
+            used = used + (size_t)w < cap ? used + (size_t)w : cap - 1;
+    }
+    if (n)
+        release(h, taken, n);
+    return failing;
 }
 
 int vram_metrics_write_label_value(vram_write_fn write, void *ctx, const char *value)

@@ -4,6 +4,8 @@
  *    0.0.4, promtool accepts it, values as the pools say), HEAD has no body,
  *    /snapshot every pool's snapshot as a JSON array, ?pool=NAME one object,
  *    an unknown name 404 with a JSON error, /healthz "ok", / the list;
+ *  - health checks: /healthz 503 with the failing checks' sentences, in
+ *    order, 200 once they pass or are removed; their limit and bad ids;
  *  - pools added and removed while it runs (same pool or same name twice,
  *    removing one not exposed: VRAM_EINVAL);
  *  - malformed requests: another method 405 with Allow, another path 404,
@@ -60,6 +62,7 @@
 #include <vramkit.h>
 
 #include "metrics_check.h"
+#include "test_http.h"
 
 #define MiB (1024ull * 1024)
 
@@ -69,117 +72,6 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
-
-/* ---- a plain HTTP/1.1 client ---- */
-
-static int connect_to(unsigned port, double timeout_s)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct timeval tv = {.tv_sec = (time_t)timeout_s,
-                         .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int send_all(int fd, const char *d, size_t n)
-{
-    while (n) {
-        ssize_t k = send(fd, d, n, MSG_NOSIGNAL);
-        if (k <= 0)
-            return -1;
-        d += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-typedef struct resp {
-    int status;     /* 0: no status line came back (closed, or timed out) */
-    int timed_out;  /* the read timed out rather than reaching the end */
-    char *raw;      /* everything read, NUL-terminated */
-    size_t len;
-    const char *body;
-    size_t body_len;
-} resp;
-
-/* Read until the server closes (every request says Connection: close). */
-static void read_resp(int fd, resp *r)
-{
-    memset(r, 0, sizeof *r);
-    size_t cap = 8192;
-    r->raw = malloc(cap);
-    for (;;) {
-        if (r->len + 4096 + 1 > cap)
-            r->raw = realloc(r->raw, cap *= 2);
-        ssize_t k = recv(fd, r->raw + r->len, 4096, 0);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            r->timed_out = 1;
-        if (k <= 0)
-            break;
-        r->len += (size_t)k;
-    }
-    r->raw[r->len] = '\0';
-    if (sscanf(r->raw, "HTTP/1.%*d %d", &r->status) != 1)
-        r->status = 0;
-    const char *sep = strstr(r->raw, "\r\n\r\n");
-    r->body = sep ? sep + 4 : r->raw + r->len;
-    r->body_len = (size_t)(r->raw + r->len - r->body);
-}
-
-static resp raw_request(unsigned port, const char *req, size_t len)
-{
-    resp r;
-    int fd = connect_to(port, 20);
-    if (fd < 0) {
-        memset(&r, 0, sizeof r);
-        r.raw = calloc(1, 1);
-        r.body = r.raw;
-        return r;
-    }
-    send_all(fd, req, len); /* the server may close before taking it all */
-    shutdown(fd, SHUT_WR);
-    read_resp(fd, &r);
-    close(fd);
-    return r;
-}
-
-static resp request(unsigned port, const char *method, const char *path)
-{
-    char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
-    return raw_request(port, req, (size_t)n);
-}
-
-/* The value of header `name` in r (a static copy), or NULL. */
-static const char *header(const resp *r, const char *name)
-{
-    static char value[512];
-    size_t n = strlen(name);
-    for (const char *l = strstr(r->raw, "\r\n"); l && l < r->body; l = strstr(l + 2, "\r\n")) {
-        const char *h = l + 2;
-        if (strncasecmp(h, name, n) == 0 && h[n] == ':') {
-            h += n + 1;
-            while (*h == ' ')
-                h++;
-            const char *end = strstr(h, "\r\n");
-            snprintf(value, sizeof value, "%.*s", (int)(end - h), h);
-            return value;
-        }
-    }
-    return NULL;
-}
-
-static void resp_free(resp *r) { free(r->raw); }
 
 /* ---- pools ---- */
 
@@ -1156,6 +1048,100 @@ static void test_families(void **state)
     drop_pool(&a);
 }
 
+/* A health check whose answer the test sets. */
+typedef struct health_ctx {
+    atomic_int bad;
+    const char *why;
+    atomic_int calls;
+} health_ctx;
+
+static int health_check(void *ctx, char *why, size_t cap)
+{
+    health_ctx *h = ctx;
+    atomic_fetch_add(&h->calls, 1);
+    if (!atomic_load(&h->bad))
+        return 0;
+    snprintf(why, cap, "%s", h->why);
+    return 1;
+}
+
+static void test_health(void **state)
+{
+    (void)state;
+    pool_fix a;
+    make_pool(&a, "svc");
+    vram_pool *pools[] = {a.pool};
+    vram_metrics *m = start(pools, 1, NULL);
+    unsigned port = vram_metrics_port(m);
+    health_ctx g0 = {.why = "service: GPU 0 failed: Xid 79: fell off the bus"};
+    health_ctx g1 = {.why = "service: GPU 1 failed: device lost"};
+    uint32_t id0 = 0, id1 = 0;
+    assert_int_equal(vram_metrics_add_health(m, health_check, &g0, &id0), 0);
+    assert_int_equal(vram_metrics_add_health(m, health_check, &g1, &id1), 0);
+    assert_true(id0 > 0 && id1 > id0);
+
+    /* Every check passes: 200 ok, each asked. */
+    resp r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+    resp_free(&r);
+    assert_true(atomic_load(&g0.calls) >= 1 && atomic_load(&g1.calls) >= 1);
+    /* One fails: 503 with its sentence only. */
+    atomic_store(&g1.bad, 1);
+    r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "unhealthy: service: GPU 1 failed: device lost\n");
+    resp_free(&r);
+    /* Both: both sentences, in the order added. */
+    atomic_store(&g0.bad, 1);
+    r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "unhealthy: service: GPU 0 failed: Xid 79: fell off the bus; "
+                                "service: GPU 1 failed: device lost\n");
+    resp_free(&r);
+    /* HEAD says the same without a body; /metrics is unaffected. */
+    r = request(port, "HEAD", "/healthz");
+    assert_int_equal(r.status, 503);
+    resp_free(&r);
+    r = request(port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    /* Removed checks are no longer asked; removing twice is refused. */
+    assert_int_equal(vram_metrics_remove_health(m, id0), 0);
+    assert_int_equal(vram_metrics_remove_health(m, id0), VRAM_EINVAL);
+    int before = atomic_load(&g0.calls);
+    r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "unhealthy: service: GPU 1 failed: device lost\n");
+    resp_free(&r);
+    assert_int_equal(atomic_load(&g0.calls), before);
+    assert_int_equal(vram_metrics_remove_health(m, id1), 0);
+    r = request(port, "GET", "/healthz");
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    /* Limits and bad arguments; a families writer's id is no check's. */
+    uint32_t more[VRAM_METRICS_HEALTH_MAX], extra = 1;
+    for (int i = 0; i < VRAM_METRICS_HEALTH_MAX; i++)
+        assert_int_equal(vram_metrics_add_health(m, health_check, &g1, &more[i]), 0);
+    assert_int_equal(vram_metrics_add_health(m, health_check, &g1, &extra), VRAM_ELIMIT);
+    assert_int_equal(extra, 0);
+    assert_non_null(strstr(vram_last_error(), "16 health checks already"));
+    for (int i = 0; i < VRAM_METRICS_HEALTH_MAX; i++)
+        assert_int_equal(vram_metrics_remove_health(m, more[i]), 0);
+    assert_int_equal(vram_metrics_add_health(NULL, health_check, &g1, &extra), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_add_health(m, NULL, &g1, &extra), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_add_health(m, health_check, &g1, NULL), VRAM_EINVAL);
+    fam_ctx f = {.magic = FAM_MAGIC};
+    uint32_t fid;
+    assert_int_equal(vram_metrics_add_families(m, stream_families, &f, &fid), 0);
+    assert_int_equal(vram_metrics_remove_health(m, fid), VRAM_EINVAL);
+    assert_int_equal(vram_metrics_remove_health(NULL, fid), VRAM_EINVAL);
+    /* Stopped with a check still there. */
+    assert_int_equal(vram_metrics_add_health(m, health_check, &g1, &id1), 0);
+    assert_int_equal(vram_metrics_stop(m), 0);
+    drop_pool(&a);
+}
+
 typedef struct hammer {
     unsigned port;
     atomic_int *stop;
@@ -1318,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_concurrent),  cmocka_unit_test(test_routes),
         cmocka_unit_test(test_unroute_waits), cmocka_unit_test(test_families),
         cmocka_unit_test(test_families_concurrent), cmocka_unit_test(test_start_errors),
+        cmocka_unit_test(test_health),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
