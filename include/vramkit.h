@@ -8,7 +8,8 @@
  *   libvramkit-engine   ONNX engines and .npy files (engine.h, npy.h)
  *   libvramkit-service  the multi-stream video service: sources and
  *                       preprocessing, BlazeFace decoding, the service
- *                       (video.h, blazeface.h, service.h)
+ *                       (video.h, blazeface.h, service.h; fleet.h: one
+ *                       service per GPU)
  * (pkg-config names vramkit-core, vramkit-observe, vramkit-engine and
  * vramkit-service; CMake's find_package(vramkit) targets vramkit::core,
  * vramkit::observe, vramkit::engine and vramkit::service).
@@ -53,5 +54,6 @@
 #include "vramkit/video.h"
 #include "vramkit/blazeface.h"
 #include "vramkit/service.h"
+#include "vramkit/fleet.h"
 
 #endif

@@ -42,7 +42,7 @@ declare -A public=(
   [core]="api.h version.h types.h error.h config.h log.h device.h nvml.h backend.h pool.h stats.h listener.h trace.h torch.h cuda_table.h"
   [observe]="monitor.h metrics.h oom.h report.h"
   [engine]="engine.h npy.h"
-  [service]="video.h blazeface.h service.h"
+  [service]="video.h blazeface.h service.h fleet.h"
 )
 # Where a library's sources are (under src/), and its own internal folders
 # (relative to src/, or src/core/ for core's).

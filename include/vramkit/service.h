@@ -78,6 +78,19 @@ typedef struct vram_result {
 
 typedef void (*vram_result_fn)(void *ctx, const vram_result *result);
 
+/* A second admission check a layer above the service adds (a fleet's
+ * budget over the services of several GPUs). admit is called with a
+ * stream's need once the service's own budgets let it in: 0 to take it,
+ * else the stream is refused with VRAM_EBUDGET and the sentence admit
+ * wrote into why (cap bytes). release gives a taken need back when the
+ * stream does. Both run under the service's lock: they must not call the
+ * service. */
+typedef struct vram_service_admission {
+    int (*admit)(void *ctx, const char *stream, uint64_t need, char *why, size_t cap);
+    void (*release)(void *ctx, uint64_t need);
+    void *ctx;
+} vram_service_admission;
+
 typedef struct vram_service_opts {
     uint32_t size;            /* sizeof(vram_service_opts), which vram_service_opts_init
                                  sets; 0 reads as this version */
@@ -118,6 +131,13 @@ typedef struct vram_service_opts {
     uint32_t extra_surfaces;  /* nvdec: decode surfaces beyond the parser's minimum */
     int graphs;               /* cuda: replay each worker's run as a CUDA graph
                                  (vram_engine_opts.graphs); default VRAM_ENGINE_GRAPHS */
+    int gpu;                  /* the GPU (device index) the service is on: the cuda executor
+                                 and NVDEC open it; its pools are gpuN-host and gpuN-device,
+                                 its metrics and statistics carry gpu="N". With the cpu
+                                 executor only the names and the label (a stand-in for a
+                                 GPU). -1: the device VRAM_DEVICE names, pools service-host
+                                 and service-device, no label (the default) */
+    const vram_service_admission *admission; /* borrowed; NULL: none */
 } vram_service_opts;
 
 /* Defaults as above (the executor from VRAM_ENGINE_EXECUTOR). Returns 0, or
@@ -246,7 +266,9 @@ typedef struct vram_stream_stats {
                                  device pool (0 once it gave everything back) */
     vram_decode decode;       /* how it decodes: cpu or nvdec */
     char fallback[192];       /* auto on the CPU: why not NVDEC */
-    uint64_t reserved[3];
+    int32_t gpu;              /* the service's gpu option (-1: none) */
+    int32_t reserved32;
+    uint64_t reserved[2];
 } vram_stream_stats;
 
 /* The streams the service has (running, ended or failed and not yet
@@ -279,6 +301,18 @@ VRAM_API vram_pool *vram_service_device_pool(const vram_service *svc);
  * VRAM_PRINT_JSON, one JSON object. */
 VRAM_API int vram_service_print(vram_service *svc, vram_write_fn write, void *ctx,
                                 unsigned flags);
+
+/* Declare the service's GPU failed (an Xid error, a lost device, an
+ * operator's word): every stream it has stops and fails with `why`, giving
+ * back what it holds, and new streams are refused. The workers declare it
+ * themselves when VRAM_SERVICE_FAILED_BATCHES batches in a row fail with a
+ * driver error. Idempotent (the first reason stays). */
+#define VRAM_SERVICE_FAILED_BATCHES 3
+VRAM_API int vram_service_fail(vram_service *svc, const char *why);
+
+/* 0 while the GPU serves; VRAM_EBACKEND once it failed, with the reason
+ * copied into why (cap bytes; may be NULL). */
+VRAM_API int vram_service_health(vram_service *svc, char *why, size_t cap);
 
 /* Drain and stop: no new frame is taken, frames in flight are finished and
  * their results written, every stream is stopped and gives back its memory,

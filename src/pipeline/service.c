@@ -22,7 +22,7 @@ int vram_service_opts_init(vram_service_opts *o)
     *o = (vram_service_opts){.size = sizeof *o, .executor = eo.executor, .workers = 1,
                              .batch = 8, .queue_frames = 2, .output_queue = 1024,
                              .decoder_threads = 1, .snapshot_every_s = 5.0,
-                             .graphs = eo.graphs};
+                             .graphs = eo.graphs, .gpu = -1};
     return rc;
 }
 
@@ -45,10 +45,14 @@ static int make_pools(vram_service *svc)
      * the fixed need could be told. */
     bo.capacity = 64ull << 30;
     int rc = vram_backend_create("host", &bo, &svc->host_backend);
+    char host_name[32], dev_name[32];
+    int gpu = svc->opts.gpu;
+    snprintf(host_name, sizeof host_name, gpu >= 0 ? "gpu%d-host" : "service-host", gpu);
+    snprintf(dev_name, sizeof dev_name, gpu >= 0 ? "gpu%d-device" : "service-device", gpu);
     vram_pool_opts po;
     if (!rc) {
         vram_pool_opts_init(&po);
-        po.name = "service-host";
+        po.name = host_name;
         po.backend = svc->host_backend;
         rc = vram_pool_create(&po, &svc->host_pool);
     }
@@ -57,10 +61,13 @@ static int make_pools(vram_service *svc)
     if (rc || !svc->cuda)
         return rc;
     vram_backend_opts_init(&bo);
+    if (gpu >= 0 && (rc = vram_device_open(gpu, NULL, &svc->own_device)))
+        return vram__fail_prefix(rc, "GPU %d: ", gpu);
+    bo.device = svc->own_device;
     if ((rc = vram_backend_create("vmm", &bo, &svc->dev_backend)))
         return vram__fail_prefix(rc, "the device pool: ");
     vram_pool_opts_init(&po);
-    po.name = "service-device";
+    po.name = dev_name;
     po.backend = svc->dev_backend;
     po.policy = VRAM_POLICY_VMM;
     if (!rc)
@@ -216,6 +223,8 @@ static int check_opts(const vram_service_opts *o)
         return vram__fail(VRAM_EINVAL, "service: a model is needed");
     if (o->workers > 64)
         return vram__fail(VRAM_EINVAL, "service: %u workers; at most 64", o->workers);
+    if (o->gpu < -1 || o->gpu > 1023)
+        return vram__fail(VRAM_EINVAL, "service: GPU %d; a device index 0..1023, or -1", o->gpu);
     if (o->batch > VRAM__BATCH_MAX)
         return vram__fail(VRAM_EINVAL, "service: batch %u; at most %u", o->batch,
                           VRAM__BATCH_MAX);
@@ -435,6 +444,7 @@ int vram_service_destroy(vram_service *svc)
     vram_backend_destroy(svc->dev_backend);
     vram_pool_destroy(svc->host_pool);
     vram_backend_destroy(svc->host_backend);
+    vram_device_close(svc->own_device);
     pthread_cond_destroy(&svc->out_cv);
     pthread_mutex_destroy(&svc->out_mu);
     pthread_cond_destroy(&svc->done_cv);
@@ -446,4 +456,56 @@ int vram_service_destroy(vram_service *svc)
     free(svc->snapshots_dir);
     free(svc);
     return rc ? vram__error_restore(&e, rc) : 0;
+}
+
+int vram_service_fail(vram_service *svc, const char *why)
+{
+    if (!svc)
+        return vram__fail(VRAM_EINVAL, "vram_service_fail: NULL service");
+    pthread_mutex_lock(&svc->mu);
+    if (!svc->failed) {
+        svc->failed = 1;
+        if (svc->opts.gpu >= 0)
+            snprintf(svc->failed_why, sizeof svc->failed_why, "GPU %d failed: %s", svc->opts.gpu,
+                     why && *why ? why : "no reason given");
+        else
+            snprintf(svc->failed_why, sizeof svc->failed_why, "the GPU failed: %s",
+                     why && *why ? why : "no reason given");
+        for (size_t i = 0; i < svc->n_streams; i++) {
+            vram__stream *st = svc->streams[i];
+            if (st->admitting || st->reader_done)
+                continue;
+            st->state = VRAM_STREAM_FAILED;
+            snprintf(st->error, sizeof st->error, "%s", svc->failed_why);
+            st->stopping = 1;
+            if (st->src)
+                vram_source_interrupt(st->src);
+        }
+        pthread_cond_broadcast(&svc->work_cv);
+        pthread_cond_broadcast(&svc->done_cv);
+        vram_log(VRAM_LOG_ERROR, "service: %s; its streams stop", svc->failed_why);
+    }
+    pthread_mutex_unlock(&svc->mu);
+    return 0;
+}
+
+int vram_service_health(vram_service *svc, char *why, size_t cap)
+{
+    if (!svc)
+        return vram__fail(VRAM_EINVAL, "vram_service_health: NULL service");
+    pthread_mutex_lock(&svc->mu);
+    int failed = svc->failed;
+    if (why && cap)
+        snprintf(why, cap, "%s", failed ? svc->failed_why : "");
+    pthread_mutex_unlock(&svc->mu);
+    return failed ? VRAM_EBACKEND : 0;
+}
+
+int vram__service_failed(const vram_service *svc)
+{
+    vram_service *m = (vram_service *)svc; /* the lock only */
+    pthread_mutex_lock(&m->mu);
+    int failed = m->failed;
+    pthread_mutex_unlock(&m->mu);
+    return failed;
 }

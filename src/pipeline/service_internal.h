@@ -20,6 +20,7 @@
 
 #include "base/internal.h"
 #include "snapshot_jpeg.h"
+#include "streams_api.h"
 #include "vramkit/blazeface.h"
 #include "vramkit/engine.h"
 #include "vramkit/service.h"
@@ -153,6 +154,7 @@ struct vram_service {
     size_t out_floats[VRAM__OUTPUTS_MAX]; /* per image */
     int batch_symbolic;      /* the workers may run any batch up to `batch` */
     vram_device *device;     /* cuda: the shared context's device (borrowed) */
+    vram_device *own_device; /* opened for opts.gpu >= 0 (closed last) */
     int blazeface;           /* outputs decoded as faces */
     int bf_index[4];         /* scores16, regs16, scores32, regs32 among the outputs */
     vram_blazeface *bf;
@@ -173,6 +175,9 @@ struct vram_service {
     uint64_t committed;      /* needs of the streams admitted and not given back */
     int stopping;            /* workers leave once nothing is ready or in flight */
     int stopped;
+    int failed;              /* the GPU failed (vram_service_fail): no new streams */
+    char failed_why[256];
+    _Atomic unsigned failed_batches; /* driver errors in a row (workers) */
     /* Results. */
     pthread_mutex_t out_mu;
     pthread_cond_t out_cv;
@@ -190,9 +195,10 @@ struct vram_service {
     vram__jpeg_encoder *jpeg;
     /* Serving. */
     vram_metrics *server;
-    uint32_t route_id, families_id;
+    vram__streams_api api;   /* the control API's ops over this service */
+    uint32_t route_id, families_id, health_id;
     int pools_served;        /* bit 0 the host pool, bit 1 the device pool */
-    int families_added;
+    int families_added, health_added;
     /* Totals. */
     uint64_t started_ns;
 };
@@ -229,8 +235,14 @@ void vram__results_free(vram_service *svc);
 
 /* api.c */
 void vram__service_unserve(vram_service *svc);
-/* families.c: add the service's families writer to svc->server. */
+/* families.c: add the service's families writer to svc->server; write
+ * the families of several services (a fleet's), each sample with its
+ * service's gpu label. */
 int vram__families_add(vram_service *svc);
+int vram__families_write(vram_service *const *svcs, size_t n_svcs, vram_write_fn write,
+                         void *wctx);
+/* service.c: the GPU failed (svc->mu taken). */
+int vram__service_failed(const vram_service *svc);
 
 /* stats.c: a stream's statistics (svc->mu held), its state's name, and
  * its statistics as a JSON object member `key` (NULL in an array). */

@@ -65,6 +65,7 @@ void vram__stream_stats_locked(vram_service *svc, vram__stream *st, vram_stream_
         out->live_bytes += u.live_bytes;
     out->decode = st->info.decode;
     snprintf(out->fallback, sizeof out->fallback, "%s", st->info.fallback);
+    out->gpu = svc->opts.gpu;
     st->last_damaged = out->damaged > st->last_damaged ? out->damaged : st->last_damaged;
     st->last_reconnects =
         out->reconnects > st->last_reconnects ? out->reconnects : st->last_reconnects;
@@ -154,6 +155,8 @@ void vram__stream_stats_json(vram__json *j, const char *key, const vram_stream_s
     vram__json_str(j, "decode", vram_decode_name(s->decode) ? vram_decode_name(s->decode) : "cpu");
     if (s->fallback[0])
         vram__json_str(j, "fallback", s->fallback);
+    if (s->gpu >= 0)
+        vram__json_i64(j, "gpu", s->gpu);
     vram__json_u64(j, "frames_in", s->frames_in);
     vram__json_u64(j, "processed", s->processed);
     vram__json_u64(j, "dropped", s->dropped);

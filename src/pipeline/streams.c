@@ -56,6 +56,8 @@ static void give_back(vram_service *svc, vram__stream *st)
         st->ready_count--;
     }
     svc->committed -= st->need;
+    if (svc->opts.admission && svc->opts.admission->release)
+        svc->opts.admission->release(svc->opts.admission->ctx, st->need);
     vram_source *src = st->src;
     st->src = NULL;
     pthread_mutex_unlock(&svc->mu);
@@ -268,6 +270,15 @@ static int admit_locked(vram_service *svc, const vram__stream *st, uint64_t fram
                               admitted == 1 ? "'s" : "s'", used);
         }
     }
+    const vram_service_admission *a = svc->opts.admission;
+    if (a && a->admit) {
+        char why[384] = "";
+        if (a->admit(a->ctx, st->id, st->need, why, sizeof why))
+            return vram__fail(VRAM_EBUDGET,
+                              "stream %s (%s) needs %s (frames %s, decoder %s, staging and "
+                              "batch share %s): %s",
+                              st->id, st->url, need, fb, db, sb, why[0] ? why : "refused");
+    }
     return 0;
 }
 
@@ -313,6 +324,9 @@ int vram_service_add_stream(vram_service *svc, const vram_stream_opts *opts, con
     int rc = 0;
     if (svc->stopping)
         rc = vram__fail(VRAM_EINVAL, "add stream: the service is stopping");
+    else if (svc->failed)
+        rc = vram__fail(VRAM_EBACKEND, "add stream: %s; it takes no new streams",
+                        svc->failed_why);
     else if (svc->n_streams >= VRAM__STREAMS_MAX)
         rc = vram__fail(VRAM_ELIMIT, "add stream: the service has its most streams (%u)",
                         VRAM__STREAMS_MAX);
@@ -458,6 +472,8 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
     if (committed) {
         pthread_mutex_lock(&svc->mu);
         svc->committed -= st->need;
+        if (svc->opts.admission && svc->opts.admission->release)
+            svc->opts.admission->release(svc->opts.admission->ctx, st->need);
         pthread_mutex_unlock(&svc->mu);
     }
     return vram__error_restore(&e, rc);

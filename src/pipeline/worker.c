@@ -341,6 +341,14 @@ static void finish_batch(vram_service *svc, vram__worker *w, unsigned k, int rc)
         for (unsigned i = 0; i < k; i++)
             atomic_fetch_add_explicit(&w->streams[i]->failed_frames, 1, memory_order_relaxed);
     }
+    /* The driver failing batch after batch is a GPU gone bad (an Xid, a
+     * lost device): the service stops its streams rather than spin. */
+    if (rc == VRAM_EBACKEND && svc->cuda) {
+        if (atomic_fetch_add(&svc->failed_batches, 1) + 1 >= VRAM_SERVICE_FAILED_BATCHES)
+            vram_service_fail(svc, vram_last_error());
+    } else if (!rc) {
+        atomic_store(&svc->failed_batches, 0);
+    }
 }
 
 static void *worker_main(void *arg)
