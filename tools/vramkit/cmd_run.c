@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "vramkit/service.h"
+#include "run_target.h"
 
 static const char about[] =
     "Runs camera streams and video files through one model, batching frames of different\n"
@@ -29,6 +29,11 @@ static const char about[] =
     "seconds. --listen ADDR:PORT serves /metrics (with per-stream families), /snapshot,\n"
     "/healthz and the control API: GET /streams, POST /streams {\"id\":..., \"url\":...},\n"
     "DELETE /streams/ID.\n\n"
+    "--gpus LIST|all runs one service per GPU (its own context, pools, engine copy and\n"
+    "decoders) and places each stream whole on the GPU with the most budget left, then the\n"
+    "fewest streams; --budget is then each GPU's, --total-budget all of them together. A GPU\n"
+    "that fails takes only its own streams down: they are re-admitted on the others where\n"
+    "memory allows, or reported lost.\n\n"
     "A stream is refused at admission, with the numbers, when its need (frames, decoder,\n"
     "staging, its share of the batch buffers) would pass --budget or --stream-budget. Files\n"
     "run to their end unless --loop; --realtime paces them to their frame rate, as cameras\n"
@@ -37,10 +42,10 @@ static const char about[] =
     "refused or failed or memory stayed live, 2 for a usage error.\n";
 
 typedef struct run_args {
-    const char *model, *config, *backend, *decode, *jsonl, *snapshots, *listen;
+    const char *model, *config, *backend, *decode, *jsonl, *snapshots, *listen, *gpus;
     cli_list inputs;
     uint64_t streams, workers, batch, budget, stream_budget, frames, queue, decoder_threads;
-    uint64_t in_flight, surfaces;
+    uint64_t in_flight, surfaces, total_budget;
     double duration, every, interval;
     int realtime, loop, json, quiet, graphs;
     int workers_given, batch_given, budget_given, every_given, surfaces_given;
@@ -100,6 +105,10 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"--budget", NULL, CLI_SIZE, &a->budget, "BYTES", "every byte of the service", 0, 0, NULL,
          &a->budget_given},
         {"--stream-budget", NULL, CLI_SIZE, &a->stream_budget, "BYTES", "each stream at most"},
+        {"--gpus", NULL, CLI_STRING, &a->gpus, "LIST|all",
+         "one service per GPU (0,1,... or every visible one), streams placed among them"},
+        {"--total-budget", NULL, CLI_SIZE, &a->total_budget, "BYTES",
+         "with --gpus: every byte of every GPU's service together"},
         {"--duration", NULL, CLI_NUMBER, &a->duration, "S", "stop after S seconds", 0.001, 1e9},
         {"--frames", NULL, CLI_UINT, &a->frames, "N", "end each stream after N frames", 1, 1e15},
         {"--realtime", NULL, CLI_FLAG, &a->realtime, NULL, "pace files to their frame rate"},
@@ -252,8 +261,9 @@ static void service_opts(const run_args *a, const vram_service_config *cfg, vram
         o->snapshot_every_s = a->every;
 }
 
-static void print_fixed(vram_service *svc)
+static void print_fixed(const run_target *t, uint64_t total)
 {
+    vram_service *svc = run_target_service(t, 0);
     vram_service_info i;
     vram_service_info_get(svc, &i);
     char w[32], c[32], ws[32], io[32], f[32], b[32];
@@ -270,20 +280,31 @@ static void print_fixed(vram_service *svc)
             i.input_height, i.executor, i.workers, i.workers == 1 ? "" : "s", i.batch, f, w,
             i.workers, i.workers == 1 ? "" : "s", c, ws, io,
             i.budget ? vram_size_format(b, sizeof b, i.budget) : "none");
+    size_t n = run_target_services(t);
+    if (!t->fleet)
+        return;
+    char list[256] = "";
+    for (size_t k = 0, used = 0; k < n && used < sizeof list; k++) {
+        int put = snprintf(list + used, sizeof list - used, "%s%d", k ? "," : "",
+                           vram_fleet_gpu(t->fleet, k));
+        used += put > 0 ? (size_t)put : 0;
+    }
+    fprintf(stderr, "run: %zu GPU%s (%s), one service each, that fixed need and budget on each; "
+                    "total budget %s\n", n, n == 1 ? "" : "s", list,
+            total ? vram_size_format(b, sizeof b, total) : "none");
 }
 
 /* Admit one stream; a refusal is printed and counted, the others go on. */
-static void admit(vram_service *svc, const vram_stream_opts *o, int *refused)
+static void admit(run_target *t, const vram_stream_opts *o, int *refused)
 {
-    const char *id = NULL;
-    if (vram_service_add_stream(svc, o, &id)) {
+    if (run_target_add(t, o)) {
         fprintf(stderr, "vramkit run: refused: %s\n", vram_last_error());
         (*refused)++;
     }
 }
 
 /* --input [ID=]URL, and --streams N of them in turn. */
-static void admit_inputs(vram_service *svc, const run_args *a, int *refused)
+static void admit_inputs(run_target *t, const run_args *a, int *refused)
 {
     int n = a->inputs.n;
     uint64_t want = a->streams ? a->streams : (uint64_t)n;
@@ -306,35 +327,21 @@ static void admit_inputs(vram_service *svc, const run_args *a, int *refused)
         o.url = has_id ? eq + 1 : in;
         o.realtime = a->realtime;
         o.loop = a->loop;
-        admit(svc, &o, refused);
+        admit(t, &o, refused);
     }
 }
 
-/* Every stream's statistics (*n of them; free the array). */
-static vram_stream_stats *all_streams(vram_service *svc, size_t *n)
-{
-    size_t want = 0;
-    vram_service_streams(svc, NULL, 0, &want);
-    vram_stream_stats *s = calloc(want + 8, sizeof *s);
-    *n = 0;
-    if (s)
-        vram_service_streams(svc, s, want + 8, n);
-    if (*n > want + 8)
-        *n = want + 8;
-    return s;
-}
-
-static void progress(vram_service *svc, double secs, int tty)
+static void progress(run_target *t, double secs, int tty)
 {
     if (tty) {
         fprintf(stderr, "\033[H\033[J");
         fprintf(stderr, "vramkit run: %.0f s (Ctrl-C drains and stops)\n\n", secs);
-        vram_service_print(svc, vram_write_stdio, stderr, 0);
+        run_target_print(t, vram_write_stdio, stderr, 0);
         fflush(stderr);
         return;
     }
     size_t got = 0;
-    vram_stream_stats *s = all_streams(svc, &got);
+    vram_stream_stats *s = run_target_streams(t, &got);
     uint64_t in = 0, done = 0, dropped = 0, faces = 0;
     double fps = 0;
     size_t live = 0;
@@ -354,10 +361,10 @@ static void progress(vram_service *svc, double secs, int tty)
 }
 
 /* After the stop: every stream's owner must hold nothing. */
-static int check_memory(vram_service *svc, int *failed)
+static int check_memory(run_target *t, int *failed)
 {
     size_t got = 0;
-    vram_stream_stats *s = all_streams(svc, &got);
+    vram_stream_stats *s = run_target_streams(t, &got);
     uint64_t live = 0;
     for (size_t i = 0; i < got; i++) {
         live += s[i].live_bytes;
@@ -374,33 +381,39 @@ static int check_memory(vram_service *svc, int *failed)
     return 0;
 }
 
-/* With --listen, a monitor samples the service's pools (every stream an
- * owner: alerts on budgets, fragmentation and growth) and its families join
- * the server's. */
-static int start_monitor(vram_service *svc, vram_monitor **out)
+/* With --listen, a monitor samples every service's pools (every stream an
+ * owner: alerts on budgets, fragmentation and growth; with --gpus each
+ * GPU's pools gpuN-host and gpuN-device) and its families join the
+ * server's. */
+static int start_monitor(const run_target *t, vram_monitor **out)
 {
     vram_monitor_opts mo;
     int rc = vram_monitor_opts_init(&mo);
     if (!rc)
         rc = vram_monitor_start(&mo, out);
-    if (!rc)
+    for (size_t i = 0; !rc && i < run_target_services(t); i++) {
+        vram_service *svc = run_target_service(t, i);
         rc = vram_monitor_add_pool(*out, vram_service_host_pool(svc));
-    if (!rc && vram_service_device_pool(svc))
-        rc = vram_monitor_add_pool(*out, vram_service_device_pool(svc));
+        if (!rc && vram_service_device_pool(svc))
+            rc = vram_monitor_add_pool(*out, vram_service_device_pool(svc));
+    }
     return rc;
 }
 
-static void stop_monitor(vram_service *svc, vram_monitor *m)
+static void stop_monitor(const run_target *t, vram_monitor *m)
 {
     if (!m)
         return;
-    vram_monitor_remove_pool(m, vram_service_host_pool(svc));
-    if (vram_service_device_pool(svc))
-        vram_monitor_remove_pool(m, vram_service_device_pool(svc));
+    for (size_t i = 0; i < run_target_services(t); i++) {
+        vram_service *svc = run_target_service(t, i);
+        vram_monitor_remove_pool(m, vram_service_host_pool(svc));
+        if (vram_service_device_pool(svc))
+            vram_monitor_remove_pool(m, vram_service_device_pool(svc));
+    }
     vram_monitor_stop(m);
 }
 
-static int run_service(const run_args *a, vram_service_config *cfg, vram_service *svc)
+static int run_service(const run_args *a, vram_service_config *cfg, run_target *t)
 {
     vram_metrics *server = NULL;
     vram_monitor *monitor = NULL;
@@ -412,16 +425,16 @@ static int run_service(const run_args *a, vram_service_config *cfg, vram_service
             return 2;
         if (addr[0])
             mo.address = addr;
-        if (start_monitor(svc, &monitor)) {
+        if (start_monitor(t, &monitor)) {
             fprintf(stderr, "vramkit run: the monitor: %s\n", vram_last_error());
-            stop_monitor(svc, monitor);
+            stop_monitor(t, monitor);
             return 1;
         }
         mo.monitor = monitor;
-        if (vram_metrics_start(&mo, &server) || vram_service_serve(svc, server)) {
+        if (vram_metrics_start(&mo, &server) || run_target_serve(t, server)) {
             fprintf(stderr, "vramkit run: %s\n", vram_last_error());
             vram_metrics_stop(server);
-            stop_monitor(svc, monitor);
+            stop_monitor(t, monitor);
             return 1;
         }
         fprintf(stderr, "run: serving http://%s%s%s:%u/ (metrics, snapshot, streams)\n",
@@ -433,9 +446,9 @@ static int run_service(const run_args *a, vram_service_config *cfg, vram_service
         vram_stream_opts o = cfg->streams[i];
         o.realtime |= a->realtime;
         o.loop |= a->loop;
-        admit(svc, &o, &refused);
+        admit(t, &o, &refused);
     }
-    admit_inputs(svc, a, &refused);
+    admit_inputs(t, a, &refused);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -444,27 +457,27 @@ static int run_service(const run_args *a, vram_service_config *cfg, vram_service
     double interval = a->interval > 0 ? a->interval : 5.0;
     uint64_t start = tool_now_ns(), last = start;
     for (;;) {
-        int done = vram_service_wait(svc, 0.1) == 0;
+        int done = run_target_wait(t, 0.1) == 0;
         double secs = (double)(tool_now_ns() - start) / 1e9;
         if (stop_signal || (a->duration > 0 && secs >= a->duration) || (done && !server))
             break;
         if (!a->quiet && (double)(tool_now_ns() - last) / 1e9 >= (tty ? 1.0 : interval)) {
             last = tool_now_ns();
-            progress(svc, secs, tty);
+            progress(t, secs, tty);
         }
     }
     if (stop_signal)
         fprintf(stderr, "run: %s: draining the frames in flight\n",
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
-    int rc = vram_service_stop(svc) ? 1 : 0;
+    int rc = run_target_stop(t) ? 1 : 0;
     if (rc)
         fprintf(stderr, "vramkit run: %s\n", vram_last_error());
     vram_metrics_stop(server);
-    stop_monitor(svc, monitor);
-    int st = vram_service_print(svc, vram_write_stdio, stdout, a->json ? VRAM_PRINT_JSON : 0);
+    stop_monitor(t, monitor);
+    int st = run_target_print(t, vram_write_stdio, stdout, a->json ? VRAM_PRINT_JSON : 0);
     if (st)
         fprintf(stderr, "vramkit run: %s\n", vram_last_error());
-    if (check_memory(svc, &failed))
+    if (check_memory(t, &failed))
         rc = 1;
     else if (!a->json)
         printf("memory: every stream gave its memory back (0 B live)\n");
@@ -488,12 +501,24 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run", "no streams: give --input URL, a --config file with "
                                       "streams, or --listen to add them through the API");
     }
+    int gpus[VRAM_FLEET_GPUS_MAX];
+    size_t n_gpus = 0;
+    if (a.total_budget && !a.gpus)
+        st = cli_usage_error("run", "--total-budget is for --gpus (without it, --budget is "
+                                    "every byte of the one service)");
+    if (!st && a.gpus)
+        st = run_target_parse_gpus(a.gpus, gpus, VRAM_FLEET_GPUS_MAX, &n_gpus);
+    if (st) {
+        vram_service_config_free(cfg);
+        free(a.inputs.items);
+        return st;
+    }
     char model[4096];
     vram_service_opts o;
     vram_service_opts_init(&o);
     service_opts(&a, cfg, &o, default_model(model, sizeof model));
-    vram_service *svc = NULL;
-    if (vram_service_create(&o, &svc)) {
+    run_target t;
+    if (run_target_create(&t, &o, gpus, n_gpus, a.total_budget)) {
         fprintf(stderr, "vramkit run: %s\n", vram_last_error());
         if (!a.model && access(o.model, R_OK))
             fprintf(stderr, "vramkit run: the default model is made by `make models` (or give "
@@ -502,9 +527,9 @@ int cmd_run(int argc, char **argv)
         free(a.inputs.items);
         return 1;
     }
-    print_fixed(svc);
-    st = run_service(&a, cfg, svc);
-    if (vram_service_destroy(svc) && !st) {
+    print_fixed(&t, a.total_budget);
+    st = run_service(&a, cfg, &t);
+    if (run_target_destroy(&t) && !st) {
         fprintf(stderr, "vramkit run: %s\n", vram_last_error());
         st = 1;
     }
