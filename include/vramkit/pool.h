@@ -172,6 +172,10 @@ typedef struct vram_pool_opts {
                                request above small_size); an opts record
                                from before this field gets the configured
                                value */
+    int gpu;                /* the GPU (device index) the pool serves, for
+                               its labels only: its metrics carry gpu="N",
+                               its snapshots and OOM reports "gpu": N
+                               (0..1023; -1, the default, for none) */
 } vram_pool_opts;
 
 /* Fill `opts` from the configuration (VRAM_* environment and overrides).
@@ -285,6 +289,8 @@ VRAM_API int vram_pool_trim(vram_pool *pool, uint64_t *released);
 VRAM_API const char *vram_pool_name(const vram_pool *pool);
 VRAM_API vram_policy vram_pool_policy(const vram_pool *pool);
 VRAM_API vram_backend *vram_pool_backend(const vram_pool *pool);
+/* The GPU opts.gpu named (-1: none, or a NULL pool). */
+VRAM_API int vram_pool_gpu(const vram_pool *pool);
 
 /* Static names ("?" for an unknown value), and their parsers: VRAM_EINVAL
  * for an unknown or NULL name or a NULL out (set on success only). */

@@ -61,6 +61,7 @@ static void sample_field(vram__prom *e, const char *name, const vram__prom_label
 
 typedef struct pool_data {
     const char *name; /* the pool's own string: valid while it is exposed */
+    char gpu[12];     /* its gpu label's value; empty: none */
     vram_pool_stats st;
     size_t n_owners;
     const char **owner_names;
@@ -71,6 +72,9 @@ typedef struct pool_data {
 static int read_pool(vram_pool *pool, pool_data *d)
 {
     d->name = vram_pool_name(pool);
+    d->gpu[0] = '\0';
+    if (vram_pool_gpu(pool) >= 0)
+        snprintf(d->gpu, sizeof d->gpu, "%d", vram_pool_gpu(pool));
     int rc = vram_pool_stats_get(pool, &d->st);
     size_t cap_names = 0, cap_owners = 0;
     for (vram_owner o = 0; !rc && o < VRAM_OWNERS_MAX; o++) {
@@ -93,15 +97,30 @@ static int read_pool(vram_pool *pool, pool_data *d)
     return rc;
 }
 
+/* A pool's labels into l (room for 3): pool, gpu when it has one, then
+ * key=value when key is given. Returns how many. */
+static int pool_labels(const pool_data *d, vram__prom_label *l, const char *key,
+                       const char *value)
+{
+    int n = 0;
+    l[n++] = (vram__prom_label){"pool", d->name};
+    if (d->gpu[0])
+        l[n++] = (vram__prom_label){"gpu", d->gpu};
+    if (key)
+        l[n++] = (vram__prom_label){key, value};
+    return n;
+}
+
 static void print_pools(vram__prom *e, const pool_data *d, size_t n)
 {
+    vram__prom_label l[3];
     char name[128], help[256];
     for (size_t f = 0; f < VRAM__ARRAY_LEN(pool_fields); f++) {
         snprintf(name, sizeof name, "vram_pool_%s", pool_fields[f].name);
         vram__prom_family(e, name, vram__prom_type_of(name), pool_fields[f].help);
         for (size_t p = 0; p < n; p++) {
-            vram__prom_label l[] = {{"pool", d[p].name}};
-            sample_field(e, name, l, 1, &d[p].st, &pool_fields[f]);
+            sample_field(e, name, l, pool_labels(&d[p], l, NULL, NULL), &d[p].st,
+                         &pool_fields[f]);
         }
     }
     for (size_t f = 0; f < VRAM__ARRAY_LEN(usage_fields); f++) {
@@ -117,8 +136,8 @@ static void print_pools(vram__prom *e, const pool_data *d, size_t n)
             for (size_t o = 0; o < d[p].n_owners; o++) {
                 if (budget && !d[p].owners[o].budget_bytes)
                     continue;
-                vram__prom_label l[] = {{"pool", d[p].name}, {"owner", d[p].owner_names[o]}};
-                sample_field(e, name, l, 2, &d[p].owners[o], uf);
+                int k = pool_labels(&d[p], l, "owner", d[p].owner_names[o]);
+                sample_field(e, name, l, k, &d[p].owners[o], uf);
             }
         if (budget) /* kinds have no budget */
             continue;
@@ -127,9 +146,8 @@ static void print_pools(vram__prom *e, const pool_data *d, size_t n)
         vram__prom_family(e, name, vram__prom_type_of(name), help);
         for (size_t p = 0; p < n; p++)
             for (int k = 0; k < VRAM_KIND_COUNT; k++) {
-                vram__prom_label l[] = {{"pool", d[p].name},
-                                        {"kind", vram_kind_name((vram_kind)k)}};
-                sample_field(e, name, l, 2, &d[p].kinds[k], uf);
+                int c = pool_labels(&d[p], l, "kind", vram_kind_name((vram_kind)k));
+                sample_field(e, name, l, c, &d[p].kinds[k], uf);
             }
     }
     /* The block-size histogram: per size class, so that each family sums to
@@ -151,8 +169,7 @@ static void print_pools(vram__prom *e, const pool_data *d, size_t n)
                     snprintf(up, sizeof up, "%llu", (unsigned long long)vram_hist_bucket_limit(i));
                 else
                     snprintf(up, sizeof up, "+Inf");
-                vram__prom_label l[] = {{"pool", d[p].name}, {"up_to_bytes", up}};
-                vram__prom_sample_u64(e, fam, l, 2,
+                vram__prom_sample_u64(e, fam, l, pool_labels(&d[p], l, "up_to_bytes", up),
                                       which ? d[p].st.hist_live[i] : d[p].st.hist_allocs[i]);
             }
     }

@@ -350,6 +350,7 @@ static void on_report(void *ctx, vram_pool *pool, const vram_event *ev,
         return;
     }
     x->suppressed = n->suppressed;
+    cap->gpu = vram_pool_gpu(pool);
     fill_facts(cap, &x->facts);
     read_gpu(w, cap, x);
     read_trend(w, cap, x);

@@ -42,6 +42,7 @@ typedef struct vram__oom_capture {
     vram_kind kind;
     vram_stream stream;
     const char *pool;         /* the pool's name (valid while it lives) */
+    int gpu;                  /* the pool's gpu label (-1: none) */
     const char *backend;      /* the backend's name */
     vram_policy policy;
     uint64_t capacity;        /* the backend's capacity */

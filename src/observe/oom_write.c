@@ -112,6 +112,8 @@ cJSON *vram__oom_json(const vram__oom_capture *c, const vram__oom_extra *x,
     cJSON_AddStringToObject(r, "type", "oom");
     num(r, "time_s", c->time_s);
     cJSON_AddStringToObject(r, "pool", c->pool);
+    if (c->gpu >= 0) /* the pool's label; "gpu" below is what NVML read */
+        num(r, "pool_gpu", c->gpu);
     cJSON_AddStringToObject(r, "backend", c->backend);
     cJSON_AddStringToObject(r, "policy", vram_policy_name(c->policy));
     cJSON *q = cJSON_AddObjectToObject(r, "request");
@@ -241,7 +243,10 @@ static void write_text(FILE *f, const vram__oom_capture *c, const vram__oom_extr
     char a[32], b[32], d[32], e[32], t[64];
     const vram_pool_stats *s = &c->stats;
     utc(t, sizeof t, c->time_s, 0);
-    fprintf(f, "vramkit OOM report: pool \"%s\" (policy %s, backend %s), %s\n\n", c->pool,
+    char gpu[24] = "";
+    if (c->gpu >= 0)
+        snprintf(gpu, sizeof gpu, " on GPU %d", c->gpu);
+    fprintf(f, "vramkit OOM report: pool \"%s\"%s (policy %s, backend %s), %s\n\n", c->pool, gpu,
             vram_policy_name(c->policy), c->backend, t);
     fprintf(f, "diagnosis: %s\n  %s\n\n", vram_oom_cause_name(x->diagnosis.cause),
             x->diagnosis.line);

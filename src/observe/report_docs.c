@@ -311,9 +311,10 @@ int vram__report_snapshot(const char *name, const cJSON *doc, uint32_t max_block
     const cJSON *blocks, *seg_arr;
     int rc = o ? 0 : oom(name);
     static const vram__rj_field top[] = {{"pool", 's', VRAM__RJ_REQUIRED},
+                                         {"gpu", 'n', VRAM__RJ_NONNEG},
                                          {"policy", 's', VRAM__RJ_NULLABLE},
                                          {"backend", 's', VRAM__RJ_NULLABLE}};
-    if (rc || (rc = vram__rj_copy(&c, doc, top, 3, o)) ||
+    if (rc || (rc = vram__rj_copy(&c, doc, top, VRAM__ARRAY_LEN(top), o)) ||
         (rc = copy_object(&c, doc, "stats", VRAM__RJ_NULLABLE, stats_fields,
                           VRAM__ARRAY_LEN(stats_fields), o, NULL)) ||
         (rc = copy_object(&c, doc, "settings", VRAM__RJ_NULLABLE, settings_fields,
@@ -452,6 +453,7 @@ int vram__report_oom(const char *name, const cJSON *doc, cJSON **out, char *summ
     static const vram__rj_field top[] = {
         {"time_s", 'n', VRAM__RJ_NULLABLE},
         {"pool", 's', VRAM__RJ_REQUIRED},
+        {"pool_gpu", 'n', NONNEG},
         {"reserved_bytes", 'n', BYTES},
         {"live_bytes", 'n', BYTES},
         {"fragmentation_ratio", 'n', NONNEG},

@@ -53,6 +53,7 @@ static int make_pools(vram_service *svc)
     if (!rc) {
         vram_pool_opts_init(&po);
         po.name = host_name;
+        po.gpu = gpu;
         po.backend = svc->host_backend;
         rc = vram_pool_create(&po, &svc->host_pool);
     }
@@ -68,6 +69,7 @@ static int make_pools(vram_service *svc)
         return vram__fail_prefix(rc, "the device pool: ");
     vram_pool_opts_init(&po);
     po.name = dev_name;
+    po.gpu = gpu;
     po.backend = svc->dev_backend;
     po.policy = VRAM_POLICY_VMM;
     if (!rc)

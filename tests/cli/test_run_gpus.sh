@@ -154,9 +154,12 @@ promtool check metrics <"$tmp/body" >"$tmp/promtool.out" 2>&1 || fail "promtool:
 for want in 'vram_stream_processed_total{stream="base",gpu="0"} ' \
             'vram_stream_processed_total{stream="c1",gpu="1"} ' \
             'vram_service_up{gpu="0"} 1' 'vram_service_up{gpu="1"} 1' \
-            'vram_fleet_gpus 2' 'vram_pool_live_bytes{pool="gpu1-host"} '; do
+            'vram_fleet_gpus 2' 'vram_pool_live_bytes{pool="gpu1-host",gpu="1"} ' \
+            'vram_pool_owner_live_bytes{pool="gpu0-host",gpu="0",owner="stream:c2"} '; do
   grep -qF -- "$want" "$tmp/body" || fail "/metrics lacks $want"
 done
+[ "$(http GET '/snapshot?pool=gpu1-host')" = 200 ] && grep -q '"pool":"gpu1-host","gpu":1,' "$tmp/body" ||
+  fail "/snapshot of gpu1-host: no gpu member: $(head -c 300 "$tmp/body")"
 [ "$(http GET /healthz)" = 200 ] && [ "$(cat "$tmp/body")" = ok ] || fail "/healthz: $(cat "$tmp/body")"
 [ "$(http DELETE /streams/c1)" = 200 ] && grep -q '"removed":"c1"' "$tmp/body" ||
   fail "DELETE /streams/c1: $(cat "$tmp/body")"

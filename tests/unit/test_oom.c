@@ -267,6 +267,54 @@ static void test_budget_request_too_large(void **state)
     cJSON_Delete(j);
 }
 
+/* A pool labelled with its GPU says so in its report and its snapshot;
+ * one without says nothing. */
+static void test_gpu_label(void **state)
+{
+    (void)state;
+    for (int gpu = -1; gpu <= 2; gpu += 3) {
+        vram_backend *b;
+        vram_backend_opts bo = {.capacity = 64 * MiB, .granularity = 2 * MiB};
+        assert_int_equal(vram_backend_create("sim", &bo, &b), 0);
+        vram_pool_opts o;
+        assert_int_equal(vram_pool_opts_init(&o), 0);
+        assert_int_equal(o.gpu, -1);
+        o.name = gpu >= 0 ? "gpu2-device" : "unlabelled";
+        o.backend = b;
+        o.decay_ms = 0;
+        o.gpu = gpu;
+        vram_pool *p;
+        assert_int_equal(vram_pool_create(&o, &p), 0);
+        assert_int_equal(vram_pool_gpu(p), gpu);
+        seen s = {0};
+        watch(p, &s, 4, NULL);
+        cJSON *j = refuse(p, 128 * MiB, VRAM_OWNER_DEFAULT, VRAM_ENOMEM, &s);
+        cJSON *label = cJSON_GetObjectItem(j, "pool_gpu");
+        char *text = slurp(s.text);
+        cJSON *snap = load_json(s.snapshot);
+        if (gpu >= 0) {
+            assert_true(cJSON_IsNumber(label) && label->valueint == gpu);
+            assert_non_null(strstr(text, "vramkit OOM report: pool \"gpu2-device\" on GPU 2 ("));
+            assert_int_equal(cJSON_GetObjectItem(snap, "gpu")->valueint, 2);
+        } else {
+            assert_null(label);
+            assert_null(strstr(text, " on GPU "));
+            assert_null(cJSON_GetObjectItem(snap, "gpu"));
+        }
+        free(text);
+        cJSON_Delete(snap);
+        cJSON_Delete(j);
+        free_pool(p);
+    }
+    /* Out of range: refused, naming it. */
+    vram_pool_opts o;
+    assert_int_equal(vram_pool_opts_init(&o), 0);
+    o.gpu = 1024;
+    vram_pool *p = NULL;
+    assert_int_equal(vram_pool_create(&o, &p), VRAM_EINVAL);
+    assert_contains(vram_last_error(), "gpu 1024 is no device index");
+}
+
 static void test_budget_filled(void **state)
 {
     (void)state;
@@ -1100,6 +1148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_budget_request_too_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_filled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_label, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_too_small, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_filled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leak, setup, teardown),

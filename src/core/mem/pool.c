@@ -84,6 +84,7 @@ int vram_pool_opts_init(vram_pool_opts *o)
         .segment_small = c->segment_small,
         .segment_medium = c->segment_medium,
         .configured_listeners = 1,
+        .gpu = -1,
     };
     return rc;
 }
@@ -119,6 +120,9 @@ static int check_opts(const vram_pool_opts *o, const vram_backend *b)
     if (o->policy == VRAM_POLICY_VMM && o->huge_size && o->huge_size <= o->small_size)
         return vram__fail(VRAM_EINVAL, "huge_size %llu must be 0 or larger than small_size %llu",
                           (unsigned long long)o->huge_size, (unsigned long long)o->small_size);
+    if (o->gpu < -1 || o->gpu > 1023)
+        return vram__fail(VRAM_EINVAL, "gpu %d is no device index (0..1023, or -1 for none)",
+                          o->gpu);
     if (o->place_candidates > 1024)
         return vram__fail(VRAM_EINVAL, "place_candidates %u is more than 1024",
                           (unsigned)o->place_candidates);
@@ -248,6 +252,7 @@ int vram_pool_create(const vram_pool_opts *opts, vram_pool **out)
     p->stream_waits = opts->stream_waits && vram__backend_has_stream_wait(p->backend);
     p->reclaim_large = opts->reclaim_large;
     p->reclaim_min = opts->reclaim_min;
+    p->gpu = opts->gpu;
     p->small_size = opts->small_size;
     p->large_round = opts->policy == VRAM_POLICY_VMM && opts->large_round > p->granule
                          ? opts->large_round
@@ -566,3 +571,4 @@ int vram_pool_trim(vram_pool *p, uint64_t *released)
 const char *vram_pool_name(const vram_pool *p) { return p ? p->name : NULL; }
 vram_policy vram_pool_policy(const vram_pool *p) { return p ? p->policy : VRAM_POLICY_VMM; }
 vram_backend *vram_pool_backend(const vram_pool *p) { return p ? p->backend : NULL; }
+int vram_pool_gpu(const vram_pool *p) { return p ? p->gpu : -1; }

@@ -158,6 +158,7 @@ typedef struct vram__state_capture {
 struct vram_pool {
     pthread_mutex_t lock;
     char *name;
+    int gpu;            /* opts.gpu: for labels only */
     vram_backend *backend;
     int owns_backend;
     int has_events;

@@ -162,6 +162,8 @@ void vram__pool_summary_json(vram_pool *p, vram__json *j)
     vram_pool_stats s;
     vram__pool_fill_stats(p, &s);
     vram__json_str(j, "pool", p->name);
+    if (p->gpu >= 0)
+        vram__json_i64(j, "gpu", p->gpu);
     vram__json_str(j, "policy", vram_policy_name(p->policy));
     vram__json_str(j, "backend", p->backend->ops->name);
     stats_json(j, &s);
