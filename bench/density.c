@@ -564,6 +564,9 @@ static void usage(FILE *f)
             "                       device memory (e.g. 24G), for each design\n"
             "  --budget-max N       the budget case stops adding there (default 1024)\n"
             "  --device I           the CUDA device (default: VRAM_DEVICE, else 0)\n"
+            "  --gpus LIST          vramkit: one service per GPU of LIST (0,1,...), the\n"
+            "                       streams placed among them (vram_fleet); memory and\n"
+            "                       utilization over all of them\n"
             "  --out FILE.md        append the tables there\n"
             "  --json FILE.jsonl    append a JSON line per step there\n"
             "  --commit SHA         the commit measured, for the header\n"
@@ -709,6 +712,23 @@ static int parse_args(int argc, char **argv, density_opts *o)
         } else if (!strcmp(a, "--budget-max")) {
             if (parse_uint(v, 1, DENSITY_MAX_STREAMS, &o->budget_max))
                 return bad("--budget-max takes 1 .. 2048", v);
+        } else if (!strcmp(a, "--gpus")) {
+            const char *p = v;
+            o->n_gpus = 0;
+            for (;;) {
+                char *end;
+                long g = strtol(p, &end, 10);
+                if (end == p || g < 0 || g > 63 || (*end && *end != ',') ||
+                    o->n_gpus == DENSITY_MAX_GPUS)
+                    return bad("--gpus takes a list of CUDA ordinals such as 0,1 (at most 16)", v);
+                for (size_t k = 0; k < o->n_gpus; k++)
+                    if (o->gpus[k] == (int)g)
+                        return bad("--gpus names a GPU twice", v);
+                o->gpus[o->n_gpus++] = (int)g;
+                if (!*end)
+                    break;
+                p = end + 1;
+            }
         } else if (!strcmp(a, "--device")) {
             if (parse_uint(v, 0, 63, &u))
                 return bad("--device takes a CUDA ordinal", v);
@@ -716,6 +736,9 @@ static int parse_args(int argc, char **argv, density_opts *o)
         } else
             return bad("unknown option", a);
     }
+    if (o->n_gpus && o->design_baseline)
+        return bad("--gpus is for the vramkit design (the baseline runs on one GPU): give "
+                   "--design vramkit", NULL);
     if (!o->clip || !o->model) {
         usage(stderr);
         return bad("--clip and --model are required", NULL);
@@ -723,6 +746,32 @@ static int parse_args(int argc, char **argv, density_opts *o)
     if (o->start > o->max)
         return bad("--start is above --max", NULL);
     return 0;
+}
+
+/* NVML over the GPUs measured: --gpus's, else the harness's device (whose
+ * info is *di). Their total memory into *total. */
+static int open_nvml(const density_opts *o, const vram_device_info *di, density_nvml **out,
+                     uint64_t *total)
+{
+    char pci[DENSITY_MAX_GPUS][32];
+    const char *ids[DENSITY_MAX_GPUS];
+    size_t n = o->n_gpus ? o->n_gpus : 1;
+    *total = 0;
+    for (size_t i = 0; i < n; i++) {
+        vram_device_info gi = *di;
+        vram_device *g = NULL;
+        int rc = 0;
+        if (o->n_gpus && o->gpus[i] != o->device &&
+            ((rc = vram_device_open(o->gpus[i], NULL, &g)) || (rc = vram_device_info_get(g, &gi)))) {
+            vram_device_close(g);
+            return rc;
+        }
+        vram_device_close(g);
+        snprintf(pci[i], sizeof pci[i], "%s", gi.pci_bus_id);
+        ids[i] = pci[i];
+        *total += gi.total_bytes;
+    }
+    return density_nvml_open(ids, n, out);
 }
 
 int main(int argc, char **argv)
@@ -761,6 +810,7 @@ int main(int argc, char **argv)
         return 1;
     }
     harness h = {.o = &o};
+    uint64_t total = 0;
     density_report report;
     h.report = &report;
     h.a = calloc(DENSITY_MAX_STREAMS, sizeof *h.a);
@@ -769,16 +819,19 @@ int main(int argc, char **argv)
     if (!h.a || !h.b) {
         fprintf(stderr, "bench_density: out of host memory\n");
         status = 1;
-    } else if ((rc = density_nvml_open(di.pci_bus_id, &h.nvml))) {
+    } else if ((rc = open_nvml(&o, &di, &h.nvml, &total))) {
         fprintf(stderr, "bench_density: NVML: %s (%s)\n", vram_last_error(), vram_err_name(rc));
         status = 1;
     } else if (density_report_open(&report, &o)) {
         status = 1;
     } else {
-        snprintf(report.gpu, sizeof report.gpu, "%s", di.name);
+        if (o.n_gpus > 1)
+            snprintf(report.gpu, sizeof report.gpu, "%zu x %.60s", o.n_gpus, di.name);
+        else
+            snprintf(report.gpu, sizeof report.gpu, "%s", di.name);
         snprintf(report.driver, sizeof report.driver, "%s", density_nvml_driver(h.nvml));
         report.cuda_driver = di.driver_version;
-        report.total_bytes = di.total_bytes;
+        report.total_bytes = total;
         if (o.budget_case) {
             density_budget_row rows[2];
             int nr = 0;

@@ -16,6 +16,8 @@
 #include "vramkit.h"
 
 #define DENSITY_MAX_STREAMS 2048
+/* The most GPUs one run spreads its streams over (--gpus). */
+#define DENSITY_MAX_GPUS 16
 
 /* Latency histogram: bucket 0 holds up to 0.125 ms, bucket i up to
  * 0.125 x 2^(i/4) ms (four a doubling), the last everything above. */
@@ -35,6 +37,8 @@ typedef struct density_opts {
     uint64_t budget_case;      /* > 0: only the budget case, at this budget */
     unsigned budget_max;       /* the budget case stops adding there */
     int device;                /* CUDA ordinal */
+    int gpus[DENSITY_MAX_GPUS]; /* --gpus: vramkit runs a fleet over these; */
+    size_t n_gpus;             /* 0: one service on `device` */
     int argc;
     char **argv;
     /* From the clip, probed at start. */
@@ -101,9 +105,10 @@ typedef struct density_gpu_window {
     uint64_t used_max, used_mean; /* device used bytes */
 } density_gpu_window;
 
-/* Start sampling the GPU at `pci_bus_id`. Utilization that this NVML does
- * not offer reads -1; no NVML at all is an error. */
-int density_nvml_open(const char *pci_bus_id, density_nvml **out);
+/* Start sampling the n GPUs at `pci_bus_ids`: used bytes are their sum,
+ * utilization their mean. Utilization that this NVML does not offer reads
+ * -1; no NVML at all is an error. */
+int density_nvml_open(const char *const *pci_bus_ids, size_t n, density_nvml **out);
 void density_nvml_close(density_nvml *n);
 /* Device used bytes now (NVML). */
 int density_nvml_used(density_nvml *n, uint64_t *used, uint64_t *total);

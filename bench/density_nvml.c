@@ -1,6 +1,6 @@
-/* bench/density_nvml.c - bench_density's view of the GPU: a thread that
- * samples, once a second, the device's used memory (vramkit/nvml.h) and
- * its kernel and NVDEC utilization (nvmlDeviceGetUtilizationRates and
+/* bench/density_nvml.c - bench_density's view of the GPUs: a thread that
+ * samples, once a second, the devices' used memory (vramkit/nvml.h; their
+ * sum) and their kernel and NVDEC utilization (their mean) (nvmlDeviceGetUtilizationRates and
  * nvmlDeviceGetDecoderUtilization, which vramkit/nvml.h does not offer:
  * loaded here from libnvidia-ml.so.1), and averages them over a window.
  * NVML is reference-counted, so initialising it here beside vramkit's own
@@ -22,11 +22,12 @@ typedef struct nvml_utilization {
 } nvml_utilization;
 
 struct density_nvml {
-    char pci[32];
+    size_t n;
+    char pci[DENSITY_MAX_GPUS][32];
     char driver[96];
     void *lib;
     int inited;
-    nvml_device handle;
+    nvml_device handle[DENSITY_MAX_GPUS];
     nvml_return (*init)(void);
     nvml_return (*shutdown)(void);
     nvml_return (*by_pci)(const char *, nvml_device *);
@@ -48,11 +49,22 @@ struct density_nvml {
 static void sample_once(density_nvml *n)
 {
     uint64_t used = 0;
-    int have_used = vram_gpu_memory_used(n->pci, &used, NULL) == 0;
-    nvml_utilization u;
-    int have_sm = n->util && n->handle && n->util(n->handle, &u) == 0;
-    unsigned dec = 0, period = 0;
-    int have_dec = n->dec && n->handle && n->dec(n->handle, &dec, &period) == 0;
+    int have_used = density_nvml_used(n, &used, NULL) == 0;
+    /* Utilization: the mean over the GPUs, when every one answered. */
+    nvml_utilization u = {0, 0};
+    unsigned dec = 0;
+    int have_sm = n->util != NULL, have_dec = n->dec != NULL;
+    double sm_sum = 0, dec_sum = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        nvml_utilization one;
+        unsigned d = 0, period = 0;
+        have_sm = have_sm && n->handle[i] && n->util(n->handle[i], &one) == 0;
+        have_dec = have_dec && n->handle[i] && n->dec(n->handle[i], &d, &period) == 0;
+        sm_sum += have_sm ? one.gpu : 0;
+        dec_sum += have_dec ? d : 0;
+    }
+    u.gpu = have_sm ? (unsigned)(sm_sum / (double)n->n + 0.5) : 0;
+    dec = have_dec ? (unsigned)(dec_sum / (double)n->n + 0.5) : 0;
     pthread_mutex_lock(&n->lock);
     if (n->active) {
         if (have_used) {
@@ -90,18 +102,25 @@ static void *sampler(void *p)
     return NULL;
 }
 
-int density_nvml_open(const char *pci_bus_id, density_nvml **out)
+int density_nvml_open(const char *const *pci_bus_ids, size_t count, density_nvml **out)
 {
     *out = NULL;
-    uint64_t used = 0;
-    /* vramkit's reading first: it says why when NVML is missing. */
-    int rc = vram_gpu_memory_used(pci_bus_id, &used, NULL);
-    if (rc)
-        return rc;
+    if (!count || count > DENSITY_MAX_GPUS)
+        return vram_set_error(VRAM_EINVAL, "%zu GPUs to sample: 1 .. %d", count,
+                              DENSITY_MAX_GPUS);
+    for (size_t i = 0; i < count; i++) {
+        uint64_t used = 0;
+        /* vramkit's reading first: it says why when NVML is missing. */
+        int rc = vram_gpu_memory_used(pci_bus_ids[i], &used, NULL);
+        if (rc)
+            return rc;
+    }
     density_nvml *n = calloc(1, sizeof *n);
     if (!n)
         return vram_set_error(VRAM_EHOSTMEM, "out of host memory");
-    snprintf(n->pci, sizeof n->pci, "%s", pci_bus_id);
+    n->n = count;
+    for (size_t i = 0; i < count; i++)
+        snprintf(n->pci[i], sizeof n->pci[i], "%s", pci_bus_ids[i]);
     snprintf(n->driver, sizeof n->driver, "unknown");
     pthread_mutex_init(&n->lock, NULL);
     pthread_condattr_t ca;
@@ -119,13 +138,14 @@ int density_nvml_open(const char *pci_bus_id, density_nvml **out)
         *(void **)&n->driver_version = dlsym(n->lib, "nvmlSystemGetDriverVersion");
         if (n->init && n->shutdown && n->init() == 0) {
             n->inited = 1;
-            if (!n->by_pci || n->by_pci(pci_bus_id, &n->handle) != 0)
-                n->handle = NULL;
+            for (size_t i = 0; i < count; i++)
+                if (!n->by_pci || n->by_pci(pci_bus_ids[i], &n->handle[i]) != 0)
+                    n->handle[i] = NULL;
             if (n->driver_version && n->driver_version(n->driver, sizeof n->driver) != 0)
                 snprintf(n->driver, sizeof n->driver, "unknown");
         }
     }
-    if (!n->handle)
+    if (!n->handle[0])
         fprintf(stderr, "bench_density: NVML's utilization is not available here: the "
                         "tables say n/a\n");
     n->started = pthread_create(&n->thread, NULL, sampler, n) == 0;
@@ -154,17 +174,30 @@ void density_nvml_close(density_nvml *n)
 
 int density_nvml_used(density_nvml *n, uint64_t *used, uint64_t *total)
 {
-    return vram_gpu_memory_used(n->pci, used, total);
+    uint64_t u_sum = 0, t_sum = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        uint64_t u = 0, t = 0;
+        int rc = vram_gpu_memory_used(n->pci[i], &u, &t);
+        if (rc)
+            return rc;
+        u_sum += u;
+        t_sum += t;
+    }
+    *used = u_sum;
+    if (total)
+        *total = t_sum;
+    return 0;
 }
 
-int density_nvml_process_used(density_nvml *n, uint64_t *used, int *known, int *only)
+/* This process's bytes on one GPU. */
+static int process_used_on(const char *pci, uint64_t *used, int *known, int *only)
 {
     *used = 0;
     *known = *only = 0;
     vram_gpu_memory *m = malloc(sizeof *m);
     if (!m)
         return vram_set_error(VRAM_EHOSTMEM, "out of host memory");
-    int rc = vram_gpu_memory_read_pci(n->pci, m);
+    int rc = vram_gpu_memory_read_pci(pci, m);
     if (!rc && m->processes_known) {
         unsigned pid = (unsigned)getpid();
         for (unsigned i = 0; i < m->n_processes; i++)
@@ -181,6 +214,26 @@ int density_nvml_process_used(density_nvml *n, uint64_t *used, int *known, int *
     }
     free(m);
     return rc;
+}
+
+int density_nvml_process_used(density_nvml *n, uint64_t *used, int *known, int *only)
+{
+    /* Known over all GPUs only when known on each. */
+    *used = 0;
+    *known = *only = 1;
+    for (size_t i = 0; i < n->n; i++) {
+        uint64_t u;
+        int k, o;
+        int rc = process_used_on(n->pci[i], &u, &k, &o);
+        if (rc || !k) {
+            *used = 0;
+            *known = *only = 0;
+            return rc;
+        }
+        *used += u;
+        *only = *only && o;
+    }
+    return 0;
 }
 
 void density_nvml_window_begin(density_nvml *n)

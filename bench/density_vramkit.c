@@ -1,8 +1,9 @@
 /* bench/density_vramkit.c - bench_density's vramkit design: one
  * vram_service (executor cuda, NVDEC decoding on the device's shared
- * context, the workers and batch asked for, CUDA graphs if asked), streams
- * "s0", "s1", ... added to the running service with vram_service_add_stream
- * (paced, looping) and removed from the end. The counters come from the
+ * context, the workers and batch asked for, CUDA graphs if asked), or with
+ * --gpus a vram_fleet of them, one per GPU; streams "s0", "s1", ... added
+ * to the running service (or placed by the fleet) with paced, looping
+ * sources, and removed from the end. The counters come from the
  * service's statistics; latency from decoded to result is also binned here
  * from every result the service hands its callback, so that a window's
  * percentiles are the window's (the service's own are since each stream
@@ -17,7 +18,8 @@
 
 typedef struct vk_design {
     const density_opts *o;
-    vram_service *svc;
+    vram_service *svc;        /* the one service, or the fleet's first */
+    vram_fleet *fleet;        /* with --gpus */
     vram_service_info info;
     char executor[32];
     unsigned n;               /* streams "s0" .. "s<n-1>" running */
@@ -54,7 +56,22 @@ static int add_stream(vk_design *v, const char *id)
     so.url = v->o->clip;
     so.realtime = 1;
     so.loop = 1;
+    if (v->fleet)
+        return vram_fleet_add_stream(v->fleet, &so, NULL, 0, NULL);
     return vram_service_add_stream(v->svc, &so, NULL);
+}
+
+static int remove_stream(vk_design *v, const char *id)
+{
+    return v->fleet ? vram_fleet_remove_stream(v->fleet, id)
+                    : remove_stream(v, id);
+}
+
+/* Every stream's statistics, over every GPU with --gpus. */
+static int list_streams(vk_design *v, size_t *got)
+{
+    return v->fleet ? vram_fleet_streams(v->fleet, v->st, DENSITY_MAX_STREAMS, got)
+                    : vram_service_streams(v->svc, v->st, DENSITY_MAX_STREAMS, got);
 }
 
 /* Streams that failed or ended in an earlier step are removed and added
@@ -62,7 +79,7 @@ static int add_stream(vk_design *v, const char *id)
 static int vk_heal(vk_design *v)
 {
     size_t got = 0;
-    int rc = vram_service_streams(v->svc, v->st, DENSITY_MAX_STREAMS, &got);
+    int rc = list_streams(v, &got);
     for (size_t k = 0; k < got && !rc; k++) {
         const vram_stream_stats *s = &v->st[k];
         int i = stream_index(s->id);
@@ -71,7 +88,7 @@ static int vk_heal(vk_design *v)
             continue;
         char id[sizeof s->id];
         snprintf(id, sizeof id, "%s", s->id);
-        if ((rc = vram_service_remove_stream(v->svc, id)))
+        if ((rc = remove_stream(v, id)))
             break;
         if ((rc = add_stream(v, id))) {
             /* Keep the ids contiguous: this one and those after it go. */
@@ -80,7 +97,7 @@ static int vk_heal(vk_design *v)
             unsigned keep = (unsigned)i;
             while (v->n > keep + 1) {
                 snprintf(id, sizeof id, "s%u", v->n - 1);
-                vram_service_remove_stream(v->svc, id);
+                remove_stream(v, id);
                 v->n--;
             }
             v->n = keep;
@@ -107,7 +124,7 @@ static int vk_resize(void *self, unsigned n, unsigned *have)
     while (v->n > n && !rc) {
         char id[32];
         snprintf(id, sizeof id, "s%u", v->n - 1);
-        if (!(rc = vram_service_remove_stream(v->svc, id)))
+        if (!(rc = remove_stream(v, id)))
             v->n--;
     }
     *have = v->n;
@@ -118,7 +135,7 @@ static int vk_sample(void *self, density_stream *out, unsigned n)
 {
     vk_design *v = self;
     size_t got = 0;
-    int rc = vram_service_streams(v->svc, v->st, DENSITY_MAX_STREAMS, &got);
+    int rc = list_streams(v, &got);
     if (rc)
         return rc;
     for (unsigned i = 0; i < n; i++) {
@@ -159,12 +176,21 @@ static void vk_describe(void *self, char *buf, size_t cap)
     vk_design *v = self;
     const vram_service_info *in = &v->info;
     const char *dec = vram_decode_name(v->o->decode);
+    char gpus[160] = "one vram_service";
+    if (v->fleet) {
+        int k = snprintf(gpus, sizeof gpus, "a vram_fleet of %zu services (GPUs", v->o->n_gpus);
+        for (size_t i = 0; i < v->o->n_gpus && k > 0 && (size_t)k < sizeof gpus; i++)
+            k += snprintf(gpus + k, sizeof gpus - (size_t)k, "%s%d", i ? "," : " ",
+                          v->o->gpus[i]);
+        if (k > 0 && (size_t)k < sizeof gpus)
+            snprintf(gpus + k, sizeof gpus - (size_t)k, "), each");
+    }
     snprintf(buf, cap,
-             "one vram_service: executor %s, %u workers, batch up to %u, CUDA graphs %s, "
+             "%s: executor %s, %u workers, batch up to %u, CUDA graphs %s, "
              "decode %s (extra surfaces %u), queue %u, in flight %u; input %dx%d; fixed "
              "need %.1f MiB (weights %.1f MiB, a worker's context %.1f MiB of which "
              "workspace %.1f MiB, its batch buffers %.1f MiB)%s",
-             in->executor ? in->executor : "?", in->workers, in->batch,
+             gpus, in->executor ? in->executor : "?", in->workers, in->batch,
              v->o->graphs < 0 ? "as VRAM_ENGINE_GRAPHS says" : v->o->graphs ? "on" : "off",
              dec ? dec : "?", v->o->extra_surfaces, v->o->queue_frames ? v->o->queue_frames : 2,
              v->o->in_flight ? v->o->in_flight : 1, in->input_width, in->input_height,
@@ -179,11 +205,14 @@ static void vk_close(void *self)
     vk_design *v = self;
     if (!v)
         return;
-    int rc = v->svc ? vram_service_stop(v->svc) : 0;
+    int rc = v->fleet ? vram_fleet_stop(v->fleet) : v->svc ? vram_service_stop(v->svc) : 0;
     if (rc)
         fprintf(stderr, "bench_density: stopping the service: %s (%s)\n", vram_last_error(),
                 vram_err_name(rc));
-    vram_service_destroy(v->svc);
+    if (v->fleet)
+        vram_fleet_destroy(v->fleet);
+    else
+        vram_service_destroy(v->svc);
     free(v->st);
     free((void *)v->latency);
     free(v);
@@ -221,7 +250,18 @@ int density_vramkit_open(const density_opts *o, uint64_t budget, density_design 
         so.graphs = o->graphs;
     so.on_result = on_result;
     so.result_ctx = v;
-    if ((rc = vram_service_create(&so, &v->svc))) {
+    if (o->n_gpus) {
+        vram_fleet_opts fo;
+        vram_fleet_opts_init(&fo);
+        fo.service = so;
+        fo.gpus = o->gpus;
+        fo.n_gpus = o->n_gpus;
+        if (!(rc = vram_fleet_create(&fo, &v->fleet)))
+            v->svc = vram_fleet_service(v->fleet, 0);
+    } else {
+        rc = vram_service_create(&so, &v->svc);
+    }
+    if (rc) {
         vk_close(v);
         return rc;
     }
@@ -236,6 +276,7 @@ int density_vramkit_open(const density_opts *o, uint64_t budget, density_design 
                             .describe = vk_describe,
                             .close = vk_close,
                             .self = v,
-                            .fixed_bytes = v->info.fixed_bytes};
+                            .fixed_bytes = v->info.fixed_bytes *
+                                           (o->n_gpus ? o->n_gpus : 1)};
     return 0;
 }
