@@ -288,8 +288,9 @@ VRAM_API int vram_service_wait(vram_service *svc, double timeout_s);
  * or "64M"}: 201 with the stream, 400 for malformed JSON, 409 when refused
  * at admission, with the sentence), DELETE /streams/ID (200, 404 for an
  * unknown id); the service's pools, and per-stream families
- * (vram_stream_*{stream}). The server must outlive the service's use of it:
- * vram_service_stop detaches it. */
+ * (vram_stream_*{stream}); and a health check: /healthz answers 503 once
+ * the service failed (vram_service_fail). The server must outlive the
+ * service's use of it: vram_service_stop detaches it. */
 VRAM_API int vram_service_serve(vram_service *svc, vram_metrics *server);
 
 /* The pools: host (frames, decoders, staging; the engine too with the cpu
