@@ -209,7 +209,9 @@ static void move_off_locked(vram_fleet *f, size_t i)
         if (vram_service_stream_stats(f->svc[i], e->id, &st) == 0 &&
             st.state == VRAM_STREAM_ENDED)
             continue; /* it had ended by itself before */
-        vram_service_remove_stream(f->svc[i], e->id);
+        if (vram_service_remove_stream(f->svc[i], e->id))
+            vram_log(VRAM_LOG_WARN, "fleet: stream %s: taking it off failed GPU %d: %s", e->id,
+                     f->gpu[i], vram_last_error());
         if (place_locked(f, e, i) == 0) {
             f->moved++;
             vram_log(VRAM_LOG_WARN, "fleet: stream %s moved from GPU %d to GPU %d (%s)", e->id,

@@ -63,7 +63,8 @@ typedef struct vram__stream {
     vram_stream_state state;
     char error[256];
     int admitting;           /* its source is being opened: not listed yet */
-    int stopping;            /* removal or shutdown asked for */
+    int stopping;            /* removal, shutdown or its GPU's failure asked for */
+    int removing;            /* a removal claimed it (one removal a stream) */
     int reader_done;         /* the reader thread left its loop */
     int released;            /* the source and buffers are given back */
     vram_frame **ready;      /* ring of waiting frames, oldest at ready_head */

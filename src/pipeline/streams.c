@@ -516,11 +516,11 @@ int vram_service_remove_stream(vram_service *svc, const char *id)
     pthread_mutex_lock(&svc->mu);
     vram__stream *st = NULL;
     for (size_t i = 0; i < svc->n_streams; i++)
-        if (!strcmp(svc->streams[i]->id, id) && !svc->streams[i]->stopping)
+        if (!strcmp(svc->streams[i]->id, id) && !svc->streams[i]->removing)
             st = svc->streams[i];
     int admitting = st && st->admitting;
     if (st && !admitting)
-        st->stopping = 1;
+        st->stopping = st->removing = 1;
     pthread_mutex_unlock(&svc->mu);
     if (!st)
         return vram__fail(VRAM_EINVAL, "remove stream: no stream \"%s\"", id);

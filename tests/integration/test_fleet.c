@@ -194,6 +194,10 @@ static void test_failure_moves_streams(void **state)
     vram_stream_stats all[16];
     size_t n = 0;
     assert_int_equal(vram_fleet_streams(f, all, 16, &n), 0);
+    assert_int_equal(n, 6); /* each once: none left behind on the failed GPU */
+    size_t left = 9;
+    assert_int_equal(vram_service_streams(vram_fleet_service(f, 1), NULL, 0, &left), 0);
+    assert_int_equal(left, 0);
     size_t on[3] = {0};
     for (size_t i = 0; i < n; i++)
         if (all[i].state == VRAM_STREAM_RUNNING)
@@ -224,6 +228,7 @@ static void test_failure_without_room(void **state)
     vram_stream_stats all[16];
     size_t n = 0, lost = 0;
     assert_int_equal(vram_fleet_streams(f, all, 16, &n), 0);
+    assert_int_equal(n, 4); /* two running on GPU 1, two lost: each once */
     for (size_t i = 0; i < n; i++)
         if (all[i].state == VRAM_STREAM_FAILED && strstr(all[i].error, "not re-admitted")) {
             lost++;
