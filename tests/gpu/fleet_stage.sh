@@ -137,9 +137,9 @@ common=(--clip "$clips/cam1080_h264.mp4" --codec-label h264 --model "$models/bla
         --design vramkit --graphs 1 --queue 1 --warmup 5 --workers 4 --batch 32
         --seconds "$secs" --out "$out/density.md" --json "$out/density.jsonl" --commit "$commit")
 start=${VRAM_FLEET_START:-155}
-timeout -s INT 270 "$bench" "${common[@]}" --start "$start" --step 5 --max 200 \
+timeout -s INT 250 "$bench" "${common[@]}" --start "$start" --step 5 --max 200 \
     >"$out/density_plain.log" 2>&1 || echo "plain: exit $?" >>"$out/density_plain.log"
-timeout -s INT 270 "$bench" "${common[@]}" --gpus "$gpus" --start $((start * ngpu)) \
+timeout -s INT 250 "$bench" "${common[@]}" --gpus "$gpus" --start $((start * ngpu)) \
     --step $((5 * ngpu)) --max $((200 * ngpu)) >"$out/density_fleet.log" 2>&1 ||
     echo "fleet: exit $?" >>"$out/density_fleet.log"
 {
