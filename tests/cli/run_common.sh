@@ -1,6 +1,7 @@
 # tests/cli/run_common.sh - what the `vramkit run` test scripts share
-# (test_run.sh, test_run_faults.sh, test_run_api.sh), sourced after they
-# set $vramkit: fail, killing and reaping a background process, the
+# (test_run.sh, test_run_faults.sh, test_run_api.sh, test_run_gpus.sh),
+# sourced after they set $vramkit: fail, killing and reaping a background
+# process, the port a `vramkit run --listen 127.0.0.1:0` serves on, the
 # programs a script needs, the RTSP server on loopback ($cport, $sport,
 # $rtp chosen by the script) and waiting for a port, and the default model (beside the binary, else
 # the source tree's build/models; scripts/models.sh makes it).
@@ -54,4 +55,18 @@ while time.time() < end:
     time.sleep(0.1)
 sys.exit(1)
 PY
+}
+
+# serving_port PID ERRFILE: the port `vramkit run --listen 127.0.0.1:0` (process PID, its
+# stderr in ERRFILE) says it serves on, once it says so (20 s), or the test fails.
+serving_port() {
+  local p=
+  for _ in $(seq 200); do
+    p=$(sed -n 's|^run: serving http://127\.0\.0\.1:\([0-9]*\)/ .*|\1|p' "$2")
+    [ -n "$p" ] && break
+    [ -e "/proc/$1" ] || break
+    sleep 0.1
+  done
+  [ -n "$p" ] || fail "no serving line: $(cat "$2")"
+  echo "$p"
 }

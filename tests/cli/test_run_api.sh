@@ -47,14 +47,7 @@ budget=$((fixed + 3 * need))
 "$vramkit" run --listen 127.0.0.1:0 --budget "$budget" --realtime -i base=synthetic:160x120@10 \
   --jsonl "$tmp/api.jsonl" --interval 1 >"$tmp/run.out" 2>"$tmp/run.err" &
 run_pid=$!
-port=
-for _ in $(seq 200); do
-  port=$(sed -n 's|^run: serving http://127\.0\.0\.1:\([0-9]*\)/ .*|\1|p' "$tmp/run.err")
-  [ -n "$port" ] && break
-  [ -e "/proc/$run_pid" ] || break
-  sleep 0.1
-done
-[ -n "$port" ] || fail "no serving line: $(cat "$tmp/run.err")"
+port=$(serving_port "$run_pid" "$tmp/run.err")
 base=http://127.0.0.1:$port
 
 # http METHOD PATH [BODY-FILE]: the status; the body in $tmp/body, the headers in $tmp/headers

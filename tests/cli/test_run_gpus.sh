@@ -112,14 +112,7 @@ echo "run gpus: budgets per GPU and over all GPUs refuse with the numbers"
 "$vramkit" run --backend cpu --gpus 0,1 --listen 127.0.0.1:0 --realtime --loop --interval 1 --json \
   -i base=synthetic:160x120@10 >"$tmp/run.json" 2>"$tmp/run.err" &
 run_pid=$!
-port=
-for _ in $(seq 200); do
-  port=$(sed -n 's|^run: serving http://127\.0\.0\.1:\([0-9]*\)/ .*|\1|p' "$tmp/run.err")
-  [ -n "$port" ] && break
-  [ -e "/proc/$run_pid" ] || break
-  sleep 0.1
-done
-[ -n "$port" ] || fail "no serving line: $(cat "$tmp/run.err")"
+port=$(serving_port "$run_pid" "$tmp/run.err")
 base=http://127.0.0.1:$port
 http() { # METHOD PATH [BODY]: the status; the body in $tmp/body
   local args=(-s -S --max-time 30 -X "$1" -o "$tmp/body" -w '%{http_code}')

@@ -70,6 +70,17 @@ static int add(vram_fleet *f, const char *id, int loop, size_t *at)
     return vram_fleet_add_stream(f, &so, NULL, 0, at);
 }
 
+/* n looping streams PREFIX0, PREFIX1, ..., each admitted; their GPUs'
+ * positions into at[] (may be NULL). */
+static void add_looping(vram_fleet *f, const char *prefix, int n, size_t *at)
+{
+    for (int i = 0; i < n; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        assert_int_equal(add(f, id, 1, at ? &at[i] : NULL), 0);
+    }
+}
+
 /* What one GPU's service holds fixed, and one stream's need. */
 static void sizes(uint64_t *fixed, uint64_t *need)
 {
@@ -90,14 +101,11 @@ static void test_placement_spreads(void **state)
 {
     (void)state;
     vram_fleet *f = make(3, 0, 0);
-    size_t count[3] = {0};
-    char id[16];
+    size_t count[3] = {0}, at[6];
+    add_looping(f, "c", 6, at);
     for (int i = 0; i < 6; i++) {
-        size_t at = 9;
-        snprintf(id, sizeof id, "c%d", i);
-        assert_int_equal(add(f, id, 1, &at), 0);
-        assert_true(at < 3);
-        count[at]++;
+        assert_true(at[i] < 3);
+        count[at[i]]++;
     }
     /* No budgets: every GPU has all of it left, so the fewest streams win. */
     assert_int_equal(count[0], 2);
@@ -124,11 +132,7 @@ static void test_budgets(void **state)
     /* Each GPU holds one stream: three go on three GPUs, the fourth fits none. */
     vram_fleet *f = make(3, fixed + need + need / 2, 0);
     size_t at[3];
-    for (int i = 0; i < 3; i++) {
-        char id[8];
-        snprintf(id, sizeof id, "g%d", i);
-        assert_int_equal(add(f, id, 1, &at[i]), 0);
-    }
+    add_looping(f, "g", 3, at);
     assert_true(at[0] != at[1] && at[1] != at[2] && at[0] != at[2]);
     assert_int_equal(add(f, "over", 1, NULL), VRAM_EBUDGET);
     const char *e = vram_last_error();
@@ -179,11 +183,7 @@ static void test_failure_moves_streams(void **state)
 {
     (void)state;
     vram_fleet *f = make(3, 0, 0);
-    for (int i = 0; i < 6; i++) {
-        char id[8];
-        snprintf(id, sizeof id, "m%d", i);
-        assert_int_equal(add(f, id, 1, NULL), 0);
-    }
+    add_looping(f, "m", 6, NULL);
     assert_int_equal(vram_service_fail(vram_fleet_service(f, 1), "Xid 79: fell off the bus"), 0);
     wait_failover(f, 2, 0);
     char why[256];
@@ -218,11 +218,7 @@ static void test_failure_without_room(void **state)
     sizes(&fixed, &need);
     /* Two GPUs, each full with two streams: the failed one's are lost. */
     vram_fleet *f = make(2, fixed + 2 * need + need / 2, 0);
-    for (int i = 0; i < 4; i++) {
-        char id[8];
-        snprintf(id, sizeof id, "r%d", i);
-        assert_int_equal(add(f, id, 1, NULL), 0);
-    }
+    add_looping(f, "r", 4, NULL);
     assert_int_equal(vram_service_fail(vram_fleet_service(f, 0), "device lost"), 0);
     wait_failover(f, 0, 2);
     vram_stream_stats all[16];
