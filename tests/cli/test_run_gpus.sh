@@ -33,7 +33,11 @@ expect_usage() {
 expect_usage "GPU 1 is named twice" --backend cpu --gpus 0,1,1 -i synthetic:64x64@30
 expect_usage "is not a list of device indices" --backend cpu --gpus 0,x -i synthetic:64x64@30
 expect_usage "is not a list of device indices" --backend cpu --gpus 0, -i synthetic:64x64@30
-expect_usage "--total-budget is for --gpus" --backend cpu --total-budget 1G -i synthetic:64x64@30
+expect_usage "--total-budget is for several GPUs" --backend cpu --total-budget 1G -i synthetic:64x64@30
+# With the cuda executor and no --gpus, one GPU or none here is one service too.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+  expect_usage "--total-budget is for several GPUs" --backend cuda --total-budget 1G -i synthetic:64x64@30
+fi
 # --gpus all counts the visible GPUs: none here is a usage error naming it.
 st=0
 "$vramkit" run --backend cpu --gpus all --frames 2 -i synthetic:64x64@30 >"$tmp/a.out" 2>"$tmp/a.err" || st=$?

@@ -33,7 +33,8 @@ static const char about[] =
     "decoders) and places each stream whole on the GPU with the most budget left, then the\n"
     "fewest streams; --budget is then each GPU's, --total-budget all of them together. A GPU\n"
     "that fails takes only its own streams down: they are re-admitted on the others where\n"
-    "memory allows, or reported lost.\n\n"
+    "memory allows, or reported lost. With the cuda executor and neither --gpus nor\n"
+    "VRAM_DEVICE, every visible GPU is used when there are several (--gpus 0: one).\n\n"
     "A stream is refused at admission, with the numbers, when its need (frames, decoder,\n"
     "staging, its share of the batch buffers) would pass --budget or --stream-budget. Files\n"
     "run to their end unless --loop; --realtime paces them to their frame rate, as cameras\n"
@@ -501,22 +502,24 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run", "no streams: give --input URL, a --config file with "
                                       "streams, or --listen to add them through the API");
     }
+    char model[4096];
+    vram_service_opts o;
+    vram_service_opts_init(&o);
+    service_opts(&a, cfg, &o, default_model(model, sizeof model));
     int gpus[VRAM_FLEET_GPUS_MAX];
     size_t n_gpus = 0;
-    if (a.total_budget && !a.gpus)
-        st = cli_usage_error("run", "--total-budget is for --gpus (without it, --budget is "
-                                    "every byte of the one service)");
-    if (!st && a.gpus)
+    if (a.gpus)
         st = run_target_parse_gpus(a.gpus, gpus, VRAM_FLEET_GPUS_MAX, &n_gpus);
+    else
+        run_target_default_gpus(o.executor, gpus, VRAM_FLEET_GPUS_MAX, &n_gpus);
+    if (!st && a.total_budget && !n_gpus)
+        st = cli_usage_error("run", "--total-budget is for several GPUs (--gpus); with one "
+                                    "service, --budget is every byte of it");
     if (st) {
         vram_service_config_free(cfg);
         free(a.inputs.items);
         return st;
     }
-    char model[4096];
-    vram_service_opts o;
-    vram_service_opts_init(&o);
-    service_opts(&a, cfg, &o, default_model(model, sizeof model));
     run_target t;
     if (run_target_create(&t, &o, gpus, n_gpus, a.total_budget)) {
         fprintf(stderr, "vramkit run: %s\n", vram_last_error());

@@ -89,6 +89,19 @@ int run_target_stop(run_target *t)
     return t->fleet ? vram_fleet_stop(t->fleet) : vram_service_stop(t->svc);
 }
 
+void run_target_default_gpus(const char *executor, int *gpus, size_t cap, size_t *n)
+{
+    *n = 0;
+    vram_config_source from = VRAM_CONFIG_DEFAULT;
+    int count = 0;
+    if (!executor || strcmp(executor, "cuda") || vram_config_source_of("device", &from) ||
+        from != VRAM_CONFIG_DEFAULT || vram_device_count(&count) || count < 2)
+        return;
+    for (int i = 0; i < count && *n < cap; i++)
+        gpus[(*n)++] = i;
+    fprintf(stderr, "run: %d GPUs visible: one service on each (--gpus 0 for one)\n", count);
+}
+
 int run_target_parse_gpus(const char *v, int *gpus, size_t cap, size_t *n)
 {
     *n = 0;

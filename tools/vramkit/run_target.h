@@ -32,6 +32,10 @@ int run_target_serve(run_target *t, vram_metrics *server);
 int run_target_print(run_target *t, vram_write_fn write, void *ctx, unsigned flags);
 int run_target_stop(run_target *t);
 
+/* Without --gpus: every visible GPU when the executor is cuda, VRAM_DEVICE
+ * names none and more than one is visible; else none (*n 0: one service). */
+void run_target_default_gpus(const char *executor, int *gpus, size_t cap, size_t *n);
+
 /* "--gpus LIST|all" into gpus (cap of them): 0, or 2 after a usage error. */
 int run_target_parse_gpus(const char *v, int *gpus, size_t cap, size_t *n);
 
