@@ -42,7 +42,11 @@ typedef struct vram_fleet vram_fleet;
 
 typedef struct vram_fleet_opts {
     uint32_t size;            /* sizeof(vram_fleet_opts), which vram_fleet_opts_init sets */
-    vram_service_opts service; /* every GPU's service; its budget is per GPU, its gpu ignored */
+    vram_service_opts service; /* every GPU's service; its budget is per GPU, its gpu ignored;
+                                  with several GPUs its jsonl_path FILE becomes FILE.gpuN
+                                  per GPU (out.jsonl: out.gpu0.jsonl; "-" is shared line by
+                                  line), and on_result is called from every GPU's output
+                                  thread, maybe at once */
     const int *gpus;          /* device indices, each once */
     size_t n_gpus;            /* 1..VRAM_FLEET_GPUS_MAX */
     uint64_t budget;          /* every byte of every GPU's service; 0: none */
@@ -89,9 +93,9 @@ VRAM_API int vram_fleet_wait(vram_fleet *fleet, double timeout_s);
  * fleet. vram_fleet_stop detaches it. */
 VRAM_API int vram_fleet_serve(vram_fleet *fleet, vram_metrics *server);
 
-/* Every GPU's statistics: one table each, or with VRAM_PRINT_JSON one
- * object {"gpus": [{"gpu", "up", "reason", "service"}], "moved", "lost",
- * "lost_streams"}. */
+/* Every GPU's statistics: one table each then the lost streams, or with
+ * VRAM_PRINT_JSON one object {"gpus": [{"gpu", "up", "reason", "service"}],
+ * "moved", "lost", "lost_streams": [{"id", "url", "gpu", "error"}]}. */
 VRAM_API int vram_fleet_print(vram_fleet *fleet, vram_write_fn write, void *ctx, unsigned flags);
 
 VRAM_API int vram_fleet_stop(vram_fleet *fleet);

@@ -99,6 +99,10 @@ static int place_locked(vram_fleet *f, fleet_stream *e, size_t skip)
                           f->n);
     char why[1024] = "";
     size_t used = 0;
+    /* The record moves (the table grows, removals close gaps): its strings
+     * are pointed at where it is now. */
+    e->opts.id = e->id;
+    e->opts.url = e->url;
     for (size_t r = 0; r < k; r++) {
         size_t i = order[r];
         int rc = vram_service_add_stream(f->svc[i], &e->opts, NULL);
@@ -107,8 +111,11 @@ static int place_locked(vram_fleet *f, fleet_stream *e, size_t skip)
             e->lost = 0;
             return 0;
         }
-        if (rc != VRAM_EBUDGET)
-            return rc; /* the stream's own fault (its source, its id): the same on any GPU */
+        /* That GPU's own refusals (its budget, its memory, its stream limit,
+         * its failure) leave the others to try; the stream's own faults (its
+         * source, its settings) are the same on any GPU. */
+        if (rc != VRAM_EBUDGET && rc != VRAM_ENOMEM && rc != VRAM_ELIMIT && rc != VRAM_EBACKEND)
+            return rc;
         int w = snprintf(why + used, sizeof why - used, "%sGPU %d: %s", used ? "; " : "",
                          f->gpu[i], vram_last_error());
         if (w > 0)
@@ -134,6 +141,9 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
     if (opts->id && strlen(opts->id) >= sizeof f->streams[0].id)
         return vram__fail(VRAM_EINVAL, "add stream: the id \"%.80s\" is longer than %zu bytes",
                           opts->id, sizeof f->streams[0].id - 1);
+    if (strlen(opts->url) >= sizeof f->streams[0].url)
+        return vram__fail(VRAM_EINVAL, "add stream: the URL \"%.60s...\" is %zu bytes long; at "
+                          "most %zu", opts->url, strlen(opts->url), sizeof f->streams[0].url - 1);
     pthread_mutex_lock(&f->mu);
     int rc = 0;
     if (opts->id && vram__fleet_find_locked(f, opts->id))
@@ -207,20 +217,21 @@ static void move_off_locked(vram_fleet *f, size_t i)
             continue;
         vram_stream_stats st;
         if (vram_service_stream_stats(f->svc[i], e->id, &st) == 0 &&
-            st.state == VRAM_STREAM_ENDED)
-            continue; /* it had ended by itself before */
+            (st.state == VRAM_STREAM_ENDED ||
+             (st.state == VRAM_STREAM_FAILED && strcmp(st.error, reason) != 0)))
+            continue; /* it had ended, or failed on its own (a dead camera), before */
         if (vram_service_remove_stream(f->svc[i], e->id))
             vram_log(VRAM_LOG_WARN, "fleet: stream %s: taking it off failed GPU %d: %s", e->id,
                      f->gpu[i], vram_last_error());
         if (place_locked(f, e, i) == 0) {
-            f->moved++;
+            atomic_fetch_add(&f->moved, 1);
             vram_log(VRAM_LOG_WARN, "fleet: stream %s moved from GPU %d to GPU %d (%s)", e->id,
                      f->gpu[i], f->gpu[e->at], reason);
         } else {
             e->lost = 1;
             snprintf(e->error, sizeof e->error, "%.180s; not re-admitted: %.300s", reason,
                      vram_last_error());
-            f->lost++;
+            atomic_fetch_add(&f->lost, 1);
             vram_log(VRAM_LOG_ERROR, "fleet: stream %s lost: %s", e->id, e->error);
         }
     }
@@ -254,7 +265,7 @@ void *vram__fleet_watch(void *arg)
 {
     vram_fleet *f = arg;
     pthread_mutex_lock(&f->mu);
-    while (!f->quit) {
+    while (!atomic_load(&f->quit)) {
         failover_locked(f);
         struct timespec t = after_s(f->opts.watch_s);
         pthread_cond_timedwait(&f->watch_cv, &f->mu, &t);

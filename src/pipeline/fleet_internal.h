@@ -6,6 +6,7 @@
 #define VRAM_PIPELINE_FLEET_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "service_internal.h"
 #include "vramkit/fleet.h"
@@ -30,12 +31,13 @@ struct vram_fleet {
     fleet_stream *streams;
     size_t n_streams, cap;
     unsigned next_auto_id;
-    uint64_t moved, lost;
+    _Atomic uint64_t moved, lost; /* read without mu (metrics, the CLI's progress) */
+    atomic_int quit;         /* the watcher is asked to leave (set under mu) */
     pthread_mutex_t adm_mu;
     uint64_t fixed, committed; /* every GPU's fixed need; the streams' needs */
     pthread_cond_t watch_cv;
     pthread_t watcher;
-    int watching, quit;
+    int watching;
     vram_metrics *server;    /* served on (vram_fleet_serve) */
     vram__streams_api api;   /* the control API's ops over the fleet */
     uint32_t route_id, families_id, health_id;

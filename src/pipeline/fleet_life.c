@@ -1,6 +1,6 @@
 /* src/pipeline/fleet_life.c - a fleet's making and ending (one service per
  * GPU, the watcher), and its views: every GPU's streams, the failover
- * counts, waiting and printing (vramkit/fleet.h). */
+ * counts and waiting (vramkit/fleet.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +36,21 @@ static int check_gpus(const vram_fleet_opts *o)
     return 0;
 }
 
+/* GPU `gpu`'s own JSON Lines file from the one asked for: "out.jsonl" gives
+ * "out.gpu1.jsonl", "out" "out.gpu1" (several services writing one file
+ * would overwrite each other's lines; "-", stdout, is shared line by line). */
+static int per_gpu_path(char *buf, size_t cap, const char *path, int gpu)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+        dot = path + strlen(path);
+    int n = snprintf(buf, cap, "%.*s.gpu%d%s", (int)(dot - path), path, gpu, dot);
+    if (n < 0 || (size_t)n >= cap)
+        return vram__fail(VRAM_EINVAL, "fleet: the JSON Lines path %.80s... is too long", path);
+    return 0;
+}
+
 int vram_fleet_create(const vram_fleet_opts *opts, vram_fleet **out)
 {
     if (!out)
@@ -65,6 +80,12 @@ int vram_fleet_create(const vram_fleet_opts *opts, vram_fleet **out)
         vram_service_opts so = o.service;
         so.gpu = f->gpu[i];
         so.admission = &f->adm;
+        char jsonl[4096];
+        if (so.jsonl_path && strcmp(so.jsonl_path, "-") && f->n > 1) {
+            if ((rc = per_gpu_path(jsonl, sizeof jsonl, so.jsonl_path, f->gpu[i])))
+                break;
+            so.jsonl_path = jsonl;
+        }
         if ((rc = vram_service_create(&so, &f->svc[i])))
             vram__fail_prefix(rc, "GPU %d: ", f->gpu[i]);
         else
@@ -164,18 +185,19 @@ int vram_fleet_failover_counts(vram_fleet *f, uint64_t *moved, uint64_t *lost)
 {
     if (!f)
         return vram__fail(VRAM_EINVAL, "vram_fleet_failover_counts: NULL fleet");
-    pthread_mutex_lock(&f->mu);
     if (moved)
-        *moved = f->moved;
+        *moved = atomic_load(&f->moved);
     if (lost)
-        *lost = f->lost;
-    pthread_mutex_unlock(&f->mu);
+        *lost = atomic_load(&f->lost);
     return 0;
 }
 
-/* Failed GPUs whose streams the watcher has not moved yet. */
+/* Failed GPUs whose streams the watcher has not moved yet (none once it
+ * was asked to leave: nothing will move them). */
 static int failover_pending(vram_fleet *f)
 {
+    if (atomic_load(&f->quit))
+        return 0;
     pthread_mutex_lock(&f->mu);
     int pending = 0;
     for (size_t i = 0; i < f->n; i++)
@@ -206,49 +228,12 @@ int vram_fleet_wait(vram_fleet *f, double timeout_s)
     }
 }
 
-int vram_fleet_print(vram_fleet *f, vram_write_fn write, void *ctx, unsigned flags)
-{
-    if (!f || !write)
-        return vram__fail(VRAM_EINVAL, "vram_fleet_print: NULL argument");
-    vram__writer o = {write, ctx, 0};
-    int json = (flags & VRAM_PRINT_JSON) != 0;
-    uint64_t moved = 0, lost = 0;
-    vram_fleet_failover_counts(f, &moved, &lost);
-    if (json)
-        vram__writef(&o, "{\"gpus\": [");
-    for (size_t i = 0; i < f->n && !o.rc; i++) {
-        char why[256];
-        int up = vram_service_health(f->svc[i], why, sizeof why) == 0;
-        if (json) {
-            vram__writef(&o, "%s{\"gpu\": %d, \"up\": %s, \"reason\": \"", i ? ", " : "",
-                         f->gpu[i], up ? "true" : "false");
-            if (!o.rc)
-                o.rc = vram_metrics_write_label_value(write, ctx, why); /* escaped */
-            vram__writef(&o, "\", \"service\": ");
-        } else {
-            vram__writef(&o, "%sGPU %d%s%s\n", i ? "\n" : "", f->gpu[i], up ? "" : ": failed: ",
-                         up ? "" : why);
-        }
-        if (!o.rc)
-            o.rc = vram_service_print(f->svc[i], write, ctx, flags);
-        if (json)
-            vram__writef(&o, "}");
-    }
-    if (json)
-        vram__writef(&o, "], \"moved\": %llu, \"lost\": %llu}\n", (unsigned long long)moved,
-                     (unsigned long long)lost);
-    else
-        vram__writef(&o, "\nstreams moved off failed GPUs %llu, lost %llu\n",
-                     (unsigned long long)moved, (unsigned long long)lost);
-    return o.rc;
-}
-
 int vram_fleet_stop(vram_fleet *f)
 {
     if (!f)
         return 0;
     pthread_mutex_lock(&f->mu);
-    f->quit = 1;
+    atomic_store(&f->quit, 1);
     pthread_cond_broadcast(&f->watch_cv);
     pthread_mutex_unlock(&f->mu);
     if (f->watching) {

@@ -47,6 +47,9 @@ static void write_jsonl(vram_service *svc, const vram__result *r)
     if (!f || svc->jsonl_failed)
         return;
     const vram__stream *st = r->stream;
+    /* One line at a time on the FILE: several services (a fleet's, on
+     * stdout) may write to the same one. */
+    flockfile(f);
     int bad = fprintf(f, "{\"stream\":\"%s\",\"frame\":%lld,\"pts\":%.6f,\"width\":%d,"
                          "\"height\":%d,\"latency_ms\":%.3f,\"detections\":[",
                       st->id, (long long)r->frame, r->pts_s, r->width, r->height,
@@ -78,6 +81,7 @@ static void write_jsonl(vram_service *svc, const vram__result *r)
         bad |= fputs("]", f) < 0;
     }
     bad |= fputs("}\n", f) < 0;
+    funlockfile(f);
     if (bad) {
         char msg[256];
         snprintf(msg, sizeof msg, "writing the JSON Lines to %s failed: %s", svc->jsonl_path,

@@ -443,13 +443,22 @@ int vram__stream_start(vram_service *svc, vram__stream *st)
     }
     if (!rc) {
         pthread_mutex_lock(&svc->mu);
-        st->state = VRAM_STREAM_RUNNING;
-        st->reader_done = 0;
-        st->released = 0;
-        st->admitting = 0;
-        st->next_snapshot_ns = vram__now_ns();
-        st->fps_last_ns = vram__now_ns();
+        /* The GPU may have failed while the source opened: the stream does
+         * not start on it (vram_service_fail skipped it, being admitted). */
+        if (svc->failed)
+            rc = vram__fail(VRAM_EBACKEND, "add stream %s: the service failed while it was "
+                            "admitted (%s)", st->id, svc->failed_why);
+        else {
+            st->state = VRAM_STREAM_RUNNING;
+            st->reader_done = 0;
+            st->released = 0;
+            st->admitting = 0;
+            st->next_snapshot_ns = vram__now_ns();
+            st->fps_last_ns = vram__now_ns();
+        }
         pthread_mutex_unlock(&svc->mu);
+    }
+    if (!rc) {
         if (pthread_create(&st->thread, NULL, reader_main, st) == 0) {
             st->thread_started = 1;
             return 0;

@@ -83,7 +83,30 @@ got=$(summary "$tmp/place.json")
 [ "$got" = "0:2 1:2 2:2 ended 0 0" ] || fail "placement: $got, expected 0:2 1:2 2:2 ended 0 0"
 grep -q "run: 3 GPUs (0,1,2), one service each" "$tmp/place.err" ||
   fail "no fleet line: $(cat "$tmp/place.err")"
-echo "run gpus: six streams on three GPUs, two on each"
+# JSON Lines: a file per GPU (out.gpuN.jsonl) with that GPU's streams; on stdout, whole
+# lines from every GPU.
+"$vramkit" run --backend cpu --gpus 0,1 --frames 6 --jsonl "$tmp/out.jsonl" -q "${inputs[@]:0:8}" \
+  >/dev/null 2>"$tmp/jsonl.err" || fail "--jsonl per GPU: $(cat "$tmp/jsonl.err")"
+[ ! -e "$tmp/out.jsonl" ] || fail "--jsonl with two GPUs wrote out.jsonl itself"
+for g in 0 1; do
+  got=$(python3 -c '
+import json, sys
+ids = sorted({json.loads(l)["stream"] for l in open(sys.argv[1])})
+n = sum(1 for _ in open(sys.argv[1]))
+print(" ".join(ids), n)' "$tmp/out.gpu$g.jsonl") || fail "out.gpu$g.jsonl: not JSON Lines"
+  want=$([ $g = 0 ] && echo "s1 s3 12" || echo "s2 s4 12")
+  [ "$got" = "$want" ] || fail "out.gpu$g.jsonl: $got, expected $want"
+done
+"$vramkit" run --backend cpu --gpus 0,1 --frames 30 --jsonl - "${inputs[@]}" >"$tmp/stdout.jsonl" \
+  2>"$tmp/jsonl.err" || fail "--jsonl -: $(cat "$tmp/jsonl.err")"
+python3 -c '
+import json, sys
+# The summary table follows the lines on stdout: every line naming a stream is one whole result.
+lines = [l for l in open(sys.argv[1]).read().splitlines() if "\"frame\":" in l]
+for l in lines:
+    assert json.loads(l)["stream"].startswith("s"), l
+assert len(lines) == 6 * 30, len(lines)' "$tmp/stdout.jsonl" || fail "--jsonl - with two GPUs: lines mixed"
+echo "run gpus: six streams on three GPUs, two on each; JSON Lines per GPU"
 
 # --budget is each GPU's: room for one stream on each of two, so the third is refused
 # with both GPUs' sentences and the run exits 1; the two others run.

@@ -4,7 +4,8 @@
  * stream never split and refused with every GPU's reason, the fleet's
  * budget over all GPUs, and a GPU that fails taking only its own streams
  * down, which move to the others where memory allows and are reported
- * lost where it does not; served, the control API placing through the
+ * lost where it does not (also after the table grew and streams were
+ * removed), the lost ones named in the summary; served, the control API placing through the
  * fleet and /healthz failing only once no GPU serves (one service's as
  * soon as its GPU fails). Models from $VRAM_TEST_MODELS (scripts/models.sh). */
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <cjson/cJSON.h>
 
 #include "test_http.h"
 #include "vramkit/error.h"
@@ -232,7 +235,85 @@ static void test_failure_without_room(void **state)
         }
     assert_int_equal(lost, 2);
     assert_int_equal(vram_fleet_wait(f, 0) >= 0, 1);
+    /* The summary names the lost streams, with why, as valid JSON. */
+    vram_buffer b = {0};
+    assert_int_equal(vram_fleet_print(f, vram_write_buffer, &b, VRAM_PRINT_JSON), 0);
+    cJSON *doc = cJSON_ParseWithLength(b.data, b.len);
+    assert_non_null(doc);
+    cJSON *ls = cJSON_GetObjectItem(doc, "lost_streams");
+    assert_int_equal(cJSON_GetArraySize(ls), 2);
+    cJSON *one = cJSON_GetArrayItem(ls, 0);
+    assert_int_equal(cJSON_GetObjectItem(one, "gpu")->valueint, 0);
+    assert_non_null(strstr(cJSON_GetObjectItem(one, "error")->valuestring, "not re-admitted"));
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(
+        cJSON_GetObjectItem(doc, "gpus"), 0), "up")));
+    cJSON_Delete(doc);
+    vram_buffer_free(&b);
+    assert_int_equal(vram_fleet_print(f, vram_write_buffer, &b, 0), 0);
+    assert_non_null(strstr(b.data, ", was on GPU 0: GPU 0 failed: device lost; not re-admitted"));
+    vram_buffer_free(&b);
     vram_fleet_destroy(f);
+}
+
+/* Many streams (the table grows past its first 64) and removals before a
+ * failure: every moved stream keeps its own id and source. */
+static void test_failure_after_churn(void **state)
+{
+    (void)state;
+    vram_fleet *f = make(3, 0, 0);
+    enum { N = 70 };
+    for (int i = 0; i < N; i++) {
+        char id[16], url[64];
+        snprintf(id, sizeof id, "n%d", i);
+        snprintf(url, sizeof url, "synthetic:%dx16@1", 16 + 2 * i);
+        vram_stream_opts so;
+        vram_stream_opts_init(&so);
+        so.id = id;
+        so.url = url;
+        so.loop = so.realtime = 1;
+        assert_int_equal(vram_fleet_add_stream(f, &so, NULL, 0, NULL), 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        assert_int_equal(vram_fleet_remove_stream(f, id), 0);
+    }
+    size_t on2 = 0;
+    static vram_stream_stats all[N + 8];
+    size_t n = 0;
+    assert_int_equal(vram_fleet_streams(f, all, N + 8, &n), 0);
+    assert_int_equal(n, N - 5);
+    for (size_t i = 0; i < n; i++)
+        on2 += all[i].gpu == 2;
+    assert_true(on2 > 0);
+    assert_int_equal(vram_service_fail(vram_fleet_service(f, 2), "Xid 79"), 0);
+    wait_failover(f, on2, 0);
+    assert_int_equal(vram_fleet_streams(f, all, N + 8, &n), 0);
+    assert_int_equal(n, N - 5);
+    int seen[N] = {0};
+    for (size_t i = 0; i < n; i++) {
+        int k = atoi(all[i].id + 1);
+        assert_true(k >= 5 && k < N);
+        seen[k]++;
+        char url[64];
+        snprintf(url, sizeof url, "synthetic:%dx16@1", 16 + 2 * k);
+        assert_string_equal(all[i].url, url);
+        assert_int_not_equal(all[i].gpu, 2);
+        assert_int_equal(all[i].state, VRAM_STREAM_RUNNING);
+    }
+    for (int k = 5; k < N; k++)
+        assert_int_equal(seen[k], 1);
+    /* A URL longer than a stream keeps is refused, not cut. */
+    char longurl[300];
+    memset(longurl, 'a', sizeof longurl - 1);
+    longurl[sizeof longurl - 1] = '\0';
+    memcpy(longurl, "rtsp://", 7);
+    vram_stream_opts so;
+    vram_stream_opts_init(&so);
+    so.url = longurl;
+    assert_int_equal(vram_fleet_add_stream(f, &so, NULL, 0, NULL), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "is 299 bytes long; at most 255"));
+    assert_int_equal(vram_fleet_destroy(f), 0);
 }
 
 static vram_metrics *serve_on(unsigned *port)
@@ -349,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_budgets),
         cmocka_unit_test(test_failure_moves_streams),
         cmocka_unit_test(test_failure_without_room),
+        cmocka_unit_test(test_failure_after_churn),
         cmocka_unit_test(test_served),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -34,7 +34,8 @@ static const char about[] =
     "fewest streams; --budget is then each GPU's, --total-budget all of them together. A GPU\n"
     "that fails takes only its own streams down: they are re-admitted on the others where\n"
     "memory allows, or reported lost. With the cuda executor and neither --gpus nor\n"
-    "VRAM_DEVICE, every visible GPU is used when there are several (--gpus 0: one).\n\n"
+    "VRAM_DEVICE, every visible GPU is used when there are several. --jsonl FILE then\n"
+    "writes FILE.gpuN per GPU (out.jsonl: out.gpu0.jsonl, ...).\n\n"
     "A stream is refused at admission, with the numbers, when its need (frames, decoder,\n"
     "staging, its share of the batch buffers) would pass --budget or --stream-budget. Files\n"
     "run to their end unless --loop; --realtime paces them to their frame rate, as cameras\n"
@@ -366,6 +367,11 @@ static int check_memory(run_target *t, int *failed)
 {
     size_t got = 0;
     vram_stream_stats *s = run_target_streams(t, &got);
+    if (!s) {
+        fprintf(stderr, "vramkit run: out of host memory reading the streams' statistics: "
+                        "their memory is not checked\n");
+        return 1;
+    }
     uint64_t live = 0;
     for (size_t i = 0; i < got; i++) {
         live += s[i].live_bytes;

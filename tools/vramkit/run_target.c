@@ -99,7 +99,8 @@ void run_target_default_gpus(const char *executor, int *gpus, size_t cap, size_t
         return;
     for (int i = 0; i < count && *n < cap; i++)
         gpus[(*n)++] = i;
-    fprintf(stderr, "run: %d GPUs visible: one service on each (--gpus 0 for one)\n", count);
+    fprintf(stderr, "run: %d GPUs visible: one service on each (VRAM_DEVICE=N for one)\n",
+            count);
 }
 
 int run_target_parse_gpus(const char *v, int *gpus, size_t cap, size_t *n)
