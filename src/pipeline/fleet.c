@@ -4,9 +4,13 @@
  * that moves a failed GPU's streams to the others, and the fleet's view of
  * all streams.
  *
- * Locks, outermost first: fleet->mu (the stream table, placement, the
- * watcher's moves), then a service's own, then fleet->adm_mu (the fleet's
- * budget counters, taken inside a service's admission). */
+ * Locks, outermost first: fleet->mu (the stream table), then a service's
+ * own, then fleet->adm_mu (the fleet's budget counters, taken inside a
+ * service's admission). Each stream's record is allocated on its own, so
+ * it stays where it is while the table changes; a record being admitted,
+ * moved or removed is marked busy, and the work that opens or closes its
+ * source (seconds, for a camera that does not answer) runs without
+ * fleet->mu, so that the views and the API go on meanwhile. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -89,8 +93,9 @@ static size_t rank_gpus(vram_fleet *f, size_t skip, size_t *order)
     return k;
 }
 
-/* Admit e's stream on the best GPU that takes it (fleet->mu held). */
-static int place_locked(vram_fleet *f, fleet_stream *e, size_t skip)
+/* Admit e's stream on the best GPU that takes it (e busy, fleet->mu not
+ * held: it reads only what does not change after creation). */
+static int place(vram_fleet *f, fleet_stream *e, size_t skip)
 {
     size_t order[VRAM_FLEET_GPUS_MAX];
     size_t k = rank_gpus(f, skip, order);
@@ -99,10 +104,6 @@ static int place_locked(vram_fleet *f, fleet_stream *e, size_t skip)
                           f->n);
     char why[1024] = "";
     size_t used = 0;
-    /* The record moves (the table grows, removals close gaps): its strings
-     * are pointed at where it is now. */
-    e->opts.id = e->id;
-    e->opts.url = e->url;
     for (size_t r = 0; r < k; r++) {
         size_t i = order[r];
         int rc = vram_service_add_stream(f->svc[i], &e->opts, NULL);
@@ -128,9 +129,22 @@ static int place_locked(vram_fleet *f, fleet_stream *e, size_t skip)
 fleet_stream *vram__fleet_find_locked(vram_fleet *f, const char *id)
 {
     for (size_t i = 0; i < f->n_streams; i++)
-        if (!strcmp(f->streams[i].id, id))
-            return &f->streams[i];
+        if (!strcmp(f->streams[i]->id, id))
+            return f->streams[i];
     return NULL;
+}
+
+/* Take e out of the table and free it (fleet->mu held). */
+static void drop_locked(vram_fleet *f, fleet_stream *e)
+{
+    for (size_t i = 0; i < f->n_streams; i++)
+        if (f->streams[i] == e) {
+            memmove(&f->streams[i], &f->streams[i + 1],
+                    (f->n_streams - i - 1) * sizeof f->streams[0]);
+            f->n_streams--;
+            break;
+        }
+    free(e);
 }
 
 int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id, size_t cap,
@@ -138,19 +152,23 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
 {
     if (!f || !opts || !opts->url)
         return vram__fail(VRAM_EINVAL, "vram_fleet_add_stream: NULL argument or URL");
-    if (opts->id && strlen(opts->id) >= sizeof f->streams[0].id)
+    if (opts->id && strlen(opts->id) >= sizeof ((fleet_stream *)0)->id)
         return vram__fail(VRAM_EINVAL, "add stream: the id \"%.80s\" is longer than %zu bytes",
-                          opts->id, sizeof f->streams[0].id - 1);
-    if (strlen(opts->url) >= sizeof f->streams[0].url)
+                          opts->id, sizeof ((fleet_stream *)0)->id - 1);
+    if (strlen(opts->url) >= sizeof ((fleet_stream *)0)->url)
         return vram__fail(VRAM_EINVAL, "add stream: the URL \"%.60s...\" is %zu bytes long; at "
-                          "most %zu", opts->url, strlen(opts->url), sizeof f->streams[0].url - 1);
+                          "most %zu", opts->url, strlen(opts->url),
+                          sizeof ((fleet_stream *)0)->url - 1);
+    fleet_stream *e = vram__calloc(1, sizeof *e);
+    if (!e)
+        return VRAM_EHOSTMEM;
     pthread_mutex_lock(&f->mu);
     int rc = 0;
     if (opts->id && vram__fleet_find_locked(f, opts->id))
         rc = vram__fail(VRAM_EINVAL, "add stream: a stream with id \"%s\" exists", opts->id);
     if (!rc && f->n_streams == f->cap) {
         size_t cap2 = f->cap ? 2 * f->cap : 64;
-        fleet_stream *s2 = realloc(f->streams, cap2 * sizeof *s2);
+        fleet_stream **s2 = realloc(f->streams, cap2 * sizeof *s2);
         if (!s2)
             rc = vram__fail(VRAM_EHOSTMEM, "add stream: out of host memory");
         else {
@@ -160,10 +178,9 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
     }
     if (rc) {
         pthread_mutex_unlock(&f->mu);
+        free(e);
         return rc;
     }
-    fleet_stream *e = &f->streams[f->n_streams];
-    memset(e, 0, sizeof *e);
     if (opts->id)
         snprintf(e->id, sizeof e->id, "%s", opts->id);
     else
@@ -174,14 +191,23 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
     e->opts = *opts;
     e->opts.id = e->id;
     e->opts.url = e->url;
-    rc = place_locked(f, e, SIZE_MAX);
+    e->busy = 1; /* the id is taken; the record is no one else's until placed */
+    f->streams[f->n_streams++] = e;
+    pthread_mutex_unlock(&f->mu);
+
+    rc = place(f, e, SIZE_MAX);
+
+    pthread_mutex_lock(&f->mu);
     if (!rc) {
-        f->n_streams++;
+        e->busy = 0;
         if (id && cap)
             snprintf(id, cap, "%s", e->id);
         if (at)
             *at = e->at;
+    } else {
+        drop_locked(f, e);
     }
+    pthread_cond_broadcast(&f->idle_cv);
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
@@ -192,50 +218,86 @@ int vram_fleet_remove_stream(vram_fleet *f, const char *id)
         return vram__fail(VRAM_EINVAL, "vram_fleet_remove_stream: NULL argument");
     pthread_mutex_lock(&f->mu);
     fleet_stream *e = vram__fleet_find_locked(f, id);
-    int rc = e ? 0 : vram__fail(VRAM_EINVAL, "no stream \"%s\"", id);
-    if (e && !e->lost)
+    int rc = !e ? vram__fail(VRAM_EINVAL, "no stream \"%s\"", id)
+             : e->busy ? vram__fail(VRAM_EBUSY, "remove stream: \"%s\" is being admitted or "
+                                                "moved; try again", id)
+                       : 0;
+    if (!rc)
+        e->busy = 1;
+    pthread_mutex_unlock(&f->mu);
+    if (rc)
+        return rc;
+    /* Its reader is joined without the fleet's lock. */
+    if (!e->lost)
         rc = vram_service_remove_stream(f->svc[e->at], id);
-    if (!rc) {
-        size_t i = (size_t)(e - f->streams);
-        memmove(e, e + 1, (f->n_streams - i - 1) * sizeof *e);
-        f->n_streams--;
-    }
+    pthread_mutex_lock(&f->mu);
+    if (!rc)
+        drop_locked(f, e);
+    else
+        e->busy = 0;
+    pthread_cond_broadcast(&f->idle_cv);
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
 
 /* ---- failover ---- */
 
-/* Move the streams of failed GPU i to the others (fleet->mu held). */
+/* Move one stream off failed GPU i (e busy, fleet->mu not held). */
+static void move_one(vram_fleet *f, size_t i, fleet_stream *e, const char *reason)
+{
+    vram_stream_stats st;
+    if (vram_service_stream_stats(f->svc[i], e->id, &st) == 0 &&
+        (st.state == VRAM_STREAM_ENDED ||
+         (st.state == VRAM_STREAM_FAILED && strcmp(st.error, reason) != 0)))
+        return; /* it had ended, or failed on its own (a dead camera), before */
+    if (vram_service_remove_stream(f->svc[i], e->id))
+        vram_log(VRAM_LOG_WARN, "fleet: stream %s: taking it off failed GPU %d: %s", e->id,
+                 f->gpu[i], vram_last_error());
+    if (place(f, e, i) == 0) {
+        atomic_fetch_add(&f->moved, 1);
+        vram_log(VRAM_LOG_WARN, "fleet: stream %s moved from GPU %d to GPU %d (%s)", e->id,
+                 f->gpu[i], f->gpu[e->at], reason);
+        return;
+    }
+    char error[sizeof e->error];
+    snprintf(error, sizeof error, "%.180s; not re-admitted: %.300s", reason, vram_last_error());
+    pthread_mutex_lock(&f->mu);
+    snprintf(e->error, sizeof e->error, "%s", error);
+    e->lost = 1;
+    pthread_mutex_unlock(&f->mu);
+    atomic_fetch_add(&f->lost, 1);
+    vram_log(VRAM_LOG_ERROR, "fleet: stream %s lost: %s", e->id, error);
+}
+
+/* Move the streams of failed GPU i to the others (fleet->mu held on entry
+ * and return; released while they move, 64 at a time, each marked busy so
+ * that its record stays put). */
 static void move_off_locked(vram_fleet *f, size_t i)
 {
+    f->handled[i] = 1;
     char reason[256];
     vram_service_health(f->svc[i], reason, sizeof reason);
-    for (size_t s = 0; s < f->n_streams; s++) {
-        fleet_stream *e = &f->streams[s];
-        if (e->lost || e->at != i)
-            continue;
-        vram_stream_stats st;
-        if (vram_service_stream_stats(f->svc[i], e->id, &st) == 0 &&
-            (st.state == VRAM_STREAM_ENDED ||
-             (st.state == VRAM_STREAM_FAILED && strcmp(st.error, reason) != 0)))
-            continue; /* it had ended, or failed on its own (a dead camera), before */
-        if (vram_service_remove_stream(f->svc[i], e->id))
-            vram_log(VRAM_LOG_WARN, "fleet: stream %s: taking it off failed GPU %d: %s", e->id,
-                     f->gpu[i], vram_last_error());
-        if (place_locked(f, e, i) == 0) {
-            atomic_fetch_add(&f->moved, 1);
-            vram_log(VRAM_LOG_WARN, "fleet: stream %s moved from GPU %d to GPU %d (%s)", e->id,
-                     f->gpu[i], f->gpu[e->at], reason);
-        } else {
-            e->lost = 1;
-            snprintf(e->error, sizeof e->error, "%.180s; not re-admitted: %.300s", reason,
-                     vram_last_error());
-            atomic_fetch_add(&f->lost, 1);
-            vram_log(VRAM_LOG_ERROR, "fleet: stream %s lost: %s", e->id, e->error);
+    for (;;) {
+        fleet_stream *batch[64];
+        size_t n = 0;
+        for (size_t s = 0; s < f->n_streams && n < 64; s++) {
+            fleet_stream *e = f->streams[s];
+            if (e->lost || e->busy || e->at != i || e->checked_off == i + 1)
+                continue;
+            e->busy = 1;
+            e->checked_off = i + 1;
+            batch[n++] = e;
         }
+        if (!n)
+            return;
+        pthread_mutex_unlock(&f->mu);
+        for (size_t k = 0; k < n; k++)
+            move_one(f, i, batch[k], reason);
+        pthread_mutex_lock(&f->mu);
+        for (size_t k = 0; k < n; k++)
+            batch[k]->busy = 0;
+        pthread_cond_broadcast(&f->idle_cv);
     }
-    f->handled[i] = 1;
 }
 
 /* Failed GPUs not yet handled: handle them (fleet->mu held); returns how

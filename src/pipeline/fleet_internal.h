@@ -17,6 +17,8 @@ typedef struct fleet_stream {
     vram_stream_opts opts;   /* id and url point into the fields above */
     size_t at;               /* its GPU's position */
     int lost;                /* its GPU failed and no other took it */
+    int busy;                /* being admitted, moved or removed: no one else's */
+    size_t checked_off;      /* 1 + the failed GPU whose watcher pass saw it */
     char error[512];         /* why, once lost (the views keep its first 255 bytes) */
 } fleet_stream;
 
@@ -28,8 +30,9 @@ struct vram_fleet {
     int handled[VRAM_FLEET_GPUS_MAX]; /* its failure's streams were moved */
     vram_service_admission adm;
     pthread_mutex_t mu;
-    fleet_stream *streams;
+    fleet_stream **streams;  /* each allocated on its own: records stay put */
     size_t n_streams, cap;
+    pthread_cond_t idle_cv;  /* a record stopped being busy */
     unsigned next_auto_id;
     _Atomic uint64_t moved, lost; /* read without mu (metrics, the CLI's progress) */
     atomic_int quit;         /* the watcher is asked to leave (set under mu) */

@@ -73,6 +73,7 @@ int vram_fleet_create(const vram_fleet_opts *opts, vram_fleet **out)
     pthread_mutex_init(&f->mu, NULL);
     pthread_mutex_init(&f->adm_mu, NULL);
     pthread_cond_init(&f->watch_cv, NULL);
+    pthread_cond_init(&f->idle_cv, NULL);
     f->adm = (vram_service_admission){vram__fleet_admit, vram__fleet_release, f};
     for (size_t i = 0; i < f->n; i++)
         f->gpu[i] = o.gpus[i];
@@ -169,7 +170,7 @@ int vram_fleet_streams(vram_fleet *f, vram_stream_stats *out, size_t cap, size_t
         total += got;
     }
     for (size_t s = 0; s < f->n_streams && !rc; s++) {
-        const fleet_stream *e = &f->streams[s];
+        const fleet_stream *e = f->streams[s];
         if (!e->lost)
             continue;
         if (total < cap)
@@ -260,8 +261,23 @@ int vram_fleet_destroy(vram_fleet *f)
     int rc = vram_fleet_stop(f);
     vram__saved_error e;
     vram__error_save(&e);
+    /* An admission or removal another thread has in hand (the services
+     * stopped, it ends soon) finishes before the services go. */
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        int busy = 0;
+        for (size_t s = 0; s < f->n_streams; s++)
+            busy |= f->streams[s]->busy;
+        if (!busy)
+            break;
+        pthread_cond_wait(&f->idle_cv, &f->mu);
+    }
+    for (size_t s = 0; s < f->n_streams; s++)
+        free(f->streams[s]);
+    pthread_mutex_unlock(&f->mu);
     for (size_t i = f->n; i-- > 0;)
         vram_service_destroy(f->svc[i]);
+    pthread_cond_destroy(&f->idle_cv);
     pthread_cond_destroy(&f->watch_cv);
     pthread_mutex_destroy(&f->adm_mu);
     pthread_mutex_destroy(&f->mu);

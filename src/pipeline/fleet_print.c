@@ -18,7 +18,7 @@ static int lost_json(vram_fleet *f, vram_buffer *b)
     vram__json_array(&j, NULL);
     pthread_mutex_lock(&f->mu);
     for (size_t s = 0; s < f->n_streams; s++) {
-        const fleet_stream *e = &f->streams[s];
+        const fleet_stream *e = f->streams[s];
         if (!e->lost)
             continue;
         vram__json_object(&j, NULL);
@@ -38,7 +38,7 @@ static void lost_text(vram_fleet *f, vram__writer *o)
 {
     pthread_mutex_lock(&f->mu);
     for (size_t s = 0; s < f->n_streams && !o->rc; s++) {
-        const fleet_stream *e = &f->streams[s];
+        const fleet_stream *e = f->streams[s];
         if (e->lost)
             vram__writef(o, "  %s (%s), was on GPU %d: %s\n", e->id, e->url, f->gpu[e->at],
                          e->error);

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include <cjson/cJSON.h>
 
 #include "test_http.h"
@@ -316,6 +318,78 @@ static void test_failure_after_churn(void **state)
     assert_int_equal(vram_fleet_destroy(f), 0);
 }
 
+typedef struct slow_add {
+    vram_fleet *f;
+    char url[64];
+    int rc;
+} slow_add;
+
+static void *add_slow(void *arg)
+{
+    slow_add *a = arg;
+    vram_stream_opts so;
+    vram_stream_opts_init(&so);
+    so.id = "slow";
+    so.url = a->url;
+    a->rc = vram_fleet_add_stream(a->f, &so, NULL, 0, NULL);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A camera that takes its connection and never answers: while its source
+ * opens (up to the open timeout, 5 s), the fleet's views answer at once,
+ * its id is taken and it cannot be removed yet; then it is refused and gone. */
+static void test_slow_source_blocks_nothing(void **state)
+{
+    (void)state;
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(ls, 4), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &len), 0);
+    vram_fleet *f = make(2, 0, 0);
+    add_looping(f, "q", 2, NULL);
+    slow_add a = {.f = f};
+    snprintf(a.url, sizeof a.url, "rtsp://127.0.0.1:%u/never", (unsigned)ntohs(sa.sin_port));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, add_slow, &a), 0);
+    struct timespec nap = {0, 300 * 1000000L};
+    nanosleep(&nap, NULL);
+    double t0 = now_s();
+    vram_stream_stats all[8];
+    size_t n = 0;
+    assert_int_equal(vram_fleet_streams(f, all, 8, &n), 0);
+    assert_int_equal(n, 2); /* the one opening is not listed yet */
+    uint64_t moved, lost;
+    assert_int_equal(vram_fleet_failover_counts(f, &moved, &lost), 0);
+    assert_int_equal(vram_fleet_remove_stream(f, "slow"), VRAM_EBUSY);
+    vram_stream_opts so;
+    vram_stream_opts_init(&so);
+    so.id = "slow";
+    so.url = "synthetic:16x16@1";
+    assert_int_equal(vram_fleet_add_stream(f, &so, NULL, 0, NULL), VRAM_EINVAL);
+    assert_int_equal(vram_fleet_remove_stream(f, "q0"), 0); /* others come and go */
+    double spent = now_s() - t0;
+    if (spent > 1.0)
+        fail_msg("the views waited %.2f s for a source opening", spent);
+    pthread_join(t, NULL);
+    assert_int_not_equal(a.rc, 0);
+    assert_int_equal(vram_fleet_stream_stats(f, "slow", &all[0]), VRAM_EINVAL);
+    assert_int_equal(vram_fleet_streams(f, all, 8, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(vram_fleet_destroy(f), 0);
+    close(ls);
+}
+
 static vram_metrics *serve_on(unsigned *port)
 {
     vram_metrics_opts mo;
@@ -431,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_failure_moves_streams),
         cmocka_unit_test(test_failure_without_room),
         cmocka_unit_test(test_failure_after_churn),
+        cmocka_unit_test(test_slow_source_blocks_nothing),
         cmocka_unit_test(test_served),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
