@@ -300,13 +300,15 @@ static void move_off_locked(vram_fleet *f, size_t i)
     }
 }
 
-/* Failed GPUs not yet handled: handle them (fleet->mu held); returns how
- * many were. */
+/* Every failed GPU's streams not yet moved off: moved (fleet->mu held).
+ * A GPU handled before is looked at again each time, for a stream placed
+ * on it just as it failed (busy then, so its first pass left it). Returns
+ * how many GPUs are failed. */
 static size_t failover_locked(vram_fleet *f)
 {
     size_t done = 0;
     for (size_t i = 0; i < f->n; i++)
-        if (!f->handled[i] && vram__service_failed(f->svc[i])) {
+        if (vram__service_failed(f->svc[i])) {
             move_off_locked(f, i);
             done++;
         }
