@@ -71,6 +71,10 @@ VRAM_API vram_service *vram_fleet_service(const vram_fleet *fleet, size_t i);
  * VRAM_EBUDGET when it fits no GPU, with every GPU's reason. */
 VRAM_API int vram_fleet_add_stream(vram_fleet *fleet, const vram_stream_opts *opts, char *id,
                                    size_t cap, size_t *at);
+/* Remove a stream from its GPU (or a lost one's record). VRAM_EINVAL for an
+ * unknown id or once the fleet is stopping, VRAM_EBUSY while the stream is
+ * being admitted or moved off a failed GPU (ask again). A source that opens
+ * slowly holds up only its own stream: the other calls go on meanwhile. */
 VRAM_API int vram_fleet_remove_stream(vram_fleet *fleet, const char *id);
 
 /* Every stream of every GPU, then those a failed GPU lost, each with its

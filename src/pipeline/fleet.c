@@ -93,9 +93,10 @@ static size_t rank_gpus(vram_fleet *f, size_t skip, size_t *order)
     return k;
 }
 
-/* Admit e's stream on the best GPU that takes it (e busy, fleet->mu not
- * held: it reads only what does not change after creation). */
-static int place(vram_fleet *f, fleet_stream *e, size_t skip)
+/* Admit e's stream on the best GPU that takes it, its position into *at
+ * (e busy, fleet->mu not held: it reads only e's settings and what does
+ * not change after creation; the caller sets e->at under the lock). */
+static int place(vram_fleet *f, const fleet_stream *e, size_t skip, size_t *at)
 {
     size_t order[VRAM_FLEET_GPUS_MAX];
     size_t k = rank_gpus(f, skip, order);
@@ -108,8 +109,7 @@ static int place(vram_fleet *f, fleet_stream *e, size_t skip)
         size_t i = order[r];
         int rc = vram_service_add_stream(f->svc[i], &e->opts, NULL);
         if (!rc) {
-            e->at = i;
-            e->lost = 0;
+            *at = i;
             return 0;
         }
         /* That GPU's own refusals (its budget, its memory, its stream limit,
@@ -164,7 +164,9 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
         return VRAM_EHOSTMEM;
     pthread_mutex_lock(&f->mu);
     int rc = 0;
-    if (opts->id && vram__fleet_find_locked(f, opts->id))
+    if (f->closing)
+        rc = vram__fail(VRAM_EINVAL, "add stream: the fleet is stopping");
+    else if (opts->id && vram__fleet_find_locked(f, opts->id))
         rc = vram__fail(VRAM_EINVAL, "add stream: a stream with id \"%s\" exists", opts->id);
     if (!rc && f->n_streams == f->cap) {
         size_t cap2 = f->cap ? 2 * f->cap : 64;
@@ -195,10 +197,12 @@ int vram_fleet_add_stream(vram_fleet *f, const vram_stream_opts *opts, char *id,
     f->streams[f->n_streams++] = e;
     pthread_mutex_unlock(&f->mu);
 
-    rc = place(f, e, SIZE_MAX);
+    size_t where = 0;
+    rc = place(f, e, SIZE_MAX, &where);
 
     pthread_mutex_lock(&f->mu);
     if (!rc) {
+        e->at = where;
         e->busy = 0;
         if (id && cap)
             snprintf(id, cap, "%s", e->id);
@@ -218,7 +222,8 @@ int vram_fleet_remove_stream(vram_fleet *f, const char *id)
         return vram__fail(VRAM_EINVAL, "vram_fleet_remove_stream: NULL argument");
     pthread_mutex_lock(&f->mu);
     fleet_stream *e = vram__fleet_find_locked(f, id);
-    int rc = !e ? vram__fail(VRAM_EINVAL, "no stream \"%s\"", id)
+    int rc = f->closing ? vram__fail(VRAM_EINVAL, "remove stream: the fleet is stopping")
+             : !e ? vram__fail(VRAM_EINVAL, "no stream \"%s\"", id)
              : e->busy ? vram__fail(VRAM_EBUSY, "remove stream: \"%s\" is being admitted or "
                                                 "moved; try again", id)
                        : 0;
@@ -253,10 +258,14 @@ static void move_one(vram_fleet *f, size_t i, fleet_stream *e, const char *reaso
     if (vram_service_remove_stream(f->svc[i], e->id))
         vram_log(VRAM_LOG_WARN, "fleet: stream %s: taking it off failed GPU %d: %s", e->id,
                  f->gpu[i], vram_last_error());
-    if (place(f, e, i) == 0) {
+    size_t where = 0;
+    if (place(f, e, i, &where) == 0) {
+        pthread_mutex_lock(&f->mu);
+        e->at = where;
+        pthread_mutex_unlock(&f->mu);
         atomic_fetch_add(&f->moved, 1);
         vram_log(VRAM_LOG_WARN, "fleet: stream %s moved from GPU %d to GPU %d (%s)", e->id,
-                 f->gpu[i], f->gpu[e->at], reason);
+                 f->gpu[i], f->gpu[where], reason);
         return;
     }
     char error[sizeof e->error];
@@ -290,13 +299,19 @@ static void move_off_locked(vram_fleet *f, size_t i)
         }
         if (!n)
             return;
+        f->in_hand += n;
         pthread_mutex_unlock(&f->mu);
-        for (size_t k = 0; k < n; k++)
-            move_one(f, i, batch[k], reason);
-        pthread_mutex_lock(&f->mu);
-        for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
+            /* Asked to leave: the rest stay where they are, marked as seen. */
+            if (!atomic_load(&f->quit))
+                move_one(f, i, batch[k], reason);
+            pthread_mutex_lock(&f->mu);
             batch[k]->busy = 0;
-        pthread_cond_broadcast(&f->idle_cv);
+            f->in_hand--;
+            pthread_cond_broadcast(&f->idle_cv);
+            pthread_mutex_unlock(&f->mu);
+        }
+        pthread_mutex_lock(&f->mu);
     }
 }
 

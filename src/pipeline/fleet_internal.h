@@ -33,6 +33,8 @@ struct vram_fleet {
     fleet_stream **streams;  /* each allocated on its own: records stay put */
     size_t n_streams, cap;
     pthread_cond_t idle_cv;  /* a record stopped being busy */
+    size_t in_hand;          /* records the watcher is moving */
+    int closing;             /* stopping: no more adds or removals */
     unsigned next_auto_id;
     _Atomic uint64_t moved, lost; /* read without mu (metrics, the CLI's progress) */
     atomic_int quit;         /* the watcher is asked to leave (set under mu) */

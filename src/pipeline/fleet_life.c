@@ -150,8 +150,9 @@ int vram_fleet_stream_stats(vram_fleet *f, const char *id, vram_stream_stats *ou
         rc = vram__fail(VRAM_EINVAL, "no stream \"%.80s\"", id);
     else if (e->lost)
         lost_stats(f, e, out);
-    else
-        rc = vram_service_stream_stats(f->svc[e->at], id, out);
+    else if ((rc = vram_service_stream_stats(f->svc[e->at], id, out)) && e->busy)
+        rc = vram__fail(VRAM_EBUSY, "stream \"%.80s\" is being admitted or moved to another "
+                        "GPU; ask again", id);
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
@@ -193,16 +194,25 @@ int vram_fleet_failover_counts(vram_fleet *f, uint64_t *moved, uint64_t *lost)
     return 0;
 }
 
-/* Failed GPUs whose streams the watcher has not moved yet (none once it
- * was asked to leave: nothing will move them). */
+/* Whether a failover is yet to happen or under way: a failed GPU not yet
+ * looked at, a stream on a failed GPU not yet moved (one placed there as
+ * it failed), or one the watcher has in hand. None once the watcher was
+ * asked to leave: nothing will move them. */
 static int failover_pending(vram_fleet *f)
 {
     if (atomic_load(&f->quit))
         return 0;
     pthread_mutex_lock(&f->mu);
-    int pending = 0;
-    for (size_t i = 0; i < f->n; i++)
-        pending |= !f->handled[i] && vram__service_failed(f->svc[i]);
+    int pending = f->in_hand > 0;
+    for (size_t i = 0; i < f->n && !pending; i++) {
+        if (!vram__service_failed(f->svc[i]))
+            continue;
+        pending = !f->handled[i];
+        for (size_t s = 0; s < f->n_streams && !pending; s++) {
+            const fleet_stream *e = f->streams[s];
+            pending = !e->lost && e->at == i && e->checked_off != i + 1;
+        }
+    }
     pthread_mutex_unlock(&f->mu);
     return pending;
 }
@@ -241,6 +251,19 @@ int vram_fleet_stop(vram_fleet *f)
         pthread_join(f->watcher, NULL);
         f->watching = 0;
     }
+    /* No more adds or removals; those another thread has in hand (opening
+     * a source, joining a reader) finish before the services stop. */
+    pthread_mutex_lock(&f->mu);
+    f->closing = 1;
+    for (;;) {
+        int busy = 0;
+        for (size_t s = 0; s < f->n_streams; s++)
+            busy |= f->streams[s]->busy;
+        if (!busy)
+            break;
+        pthread_cond_wait(&f->idle_cv, &f->mu);
+    }
+    pthread_mutex_unlock(&f->mu);
     vram__fleet_unserve(f);
     int rc = 0;
     vram__saved_error e = {0};
@@ -261,20 +284,8 @@ int vram_fleet_destroy(vram_fleet *f)
     int rc = vram_fleet_stop(f);
     vram__saved_error e;
     vram__error_save(&e);
-    /* An admission or removal another thread has in hand (the services
-     * stopped, it ends soon) finishes before the services go. */
-    pthread_mutex_lock(&f->mu);
-    for (;;) {
-        int busy = 0;
-        for (size_t s = 0; s < f->n_streams; s++)
-            busy |= f->streams[s]->busy;
-        if (!busy)
-            break;
-        pthread_cond_wait(&f->idle_cv, &f->mu);
-    }
     for (size_t s = 0; s < f->n_streams; s++)
         free(f->streams[s]);
-    pthread_mutex_unlock(&f->mu);
     for (size_t i = f->n; i-- > 0;)
         vram_service_destroy(f->svc[i]);
     pthread_cond_destroy(&f->idle_cv);

@@ -33,17 +33,23 @@ static int lost_json(vram_fleet *f, vram_buffer *b)
     return vram__json_done(&j);
 }
 
-/* The lost streams as lines: "  ID (URL), was on GPU N: why". */
+/* The lost streams as lines: "  ID (URL), was on GPU N: why"; gathered
+ * under the fleet's lock, written after it. */
 static void lost_text(vram_fleet *f, vram__writer *o)
 {
+    vram_buffer b = {0};
+    vram__writer into = {vram_write_buffer, &b, 0};
     pthread_mutex_lock(&f->mu);
-    for (size_t s = 0; s < f->n_streams && !o->rc; s++) {
+    for (size_t s = 0; s < f->n_streams && !into.rc; s++) {
         const fleet_stream *e = f->streams[s];
         if (e->lost)
-            vram__writef(o, "  %s (%s), was on GPU %d: %s\n", e->id, e->url, f->gpu[e->at],
-                         e->error);
+            vram__writef(&into, "  %s (%s), was on GPU %d: %s\n", e->id, e->url,
+                         f->gpu[e->at], e->error);
     }
     pthread_mutex_unlock(&f->mu);
+    if (!o->rc)
+        o->rc = into.rc ? into.rc : b.len ? o->write(o->ctx, b.data, b.len) : 0;
+    vram_buffer_free(&b);
 }
 
 /* A JSON string of s (escaped), through o. */
