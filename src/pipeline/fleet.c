@@ -283,9 +283,7 @@ static void move_one(vram_fleet *f, size_t i, fleet_stream *e, const char *reaso
  * that its record stays put). */
 static void move_off_locked(vram_fleet *f, size_t i)
 {
-    f->handled[i] = 1;
-    char reason[256];
-    vram_service_health(f->svc[i], reason, sizeof reason);
+    char reason[256] = "";
     for (;;) {
         fleet_stream *batch[64];
         size_t n = 0;
@@ -299,6 +297,8 @@ static void move_off_locked(vram_fleet *f, size_t i)
         }
         if (!n)
             return;
+        if (!reason[0])
+            vram_service_health(f->svc[i], reason, sizeof reason);
         f->in_hand += n;
         pthread_mutex_unlock(&f->mu);
         for (size_t k = 0; k < n; k++) {

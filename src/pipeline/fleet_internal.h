@@ -27,7 +27,6 @@ struct vram_fleet {
     size_t n;
     int gpu[VRAM_FLEET_GPUS_MAX];
     vram_service *svc[VRAM_FLEET_GPUS_MAX];
-    int handled[VRAM_FLEET_GPUS_MAX]; /* its failure's streams were moved */
     vram_service_admission adm;
     pthread_mutex_t mu;
     fleet_stream **streams;  /* each allocated on its own: records stay put */

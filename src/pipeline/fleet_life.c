@@ -194,9 +194,8 @@ int vram_fleet_failover_counts(vram_fleet *f, uint64_t *moved, uint64_t *lost)
     return 0;
 }
 
-/* Whether a failover is yet to happen or under way: a failed GPU not yet
- * looked at, a stream on a failed GPU not yet moved (one placed there as
- * it failed), or one the watcher has in hand. None once the watcher was
+/* Whether a failover is yet to happen or under way: a stream on a failed
+ * GPU that the watcher has not looked at yet, or one it has in hand. None once the watcher was
  * asked to leave: nothing will move them. */
 static int failover_pending(vram_fleet *f)
 {
@@ -207,7 +206,6 @@ static int failover_pending(vram_fleet *f)
     for (size_t i = 0; i < f->n && !pending; i++) {
         if (!vram__service_failed(f->svc[i]))
             continue;
-        pending = !f->handled[i];
         for (size_t s = 0; s < f->n_streams && !pending; s++) {
             const fleet_stream *e = f->streams[s];
             pending = !e->lost && e->at == i && e->checked_off != i + 1;
