@@ -11,28 +11,14 @@
 
 /* ---- the control API's ops (streams_api.h) ---- */
 
+static int fleet_streams(void *ctx, vram_stream_stats *out, size_t cap, size_t *n)
+{
+    return vram_fleet_streams(ctx, out, cap, n);
+}
+
 static int fleet_list(void *ctx, vram_stream_stats **out, size_t *n)
 {
-    /* Streams come and go between the count and the copy: take what fits,
-     * a few more than counted. */
-    size_t want = 0;
-    *out = NULL;
-    *n = 0;
-    int rc = vram_fleet_streams(ctx, NULL, 0, &want);
-    size_t cap = want + 8;
-    vram_stream_stats *s = rc ? NULL : calloc(cap, sizeof *s);
-    if (!rc && !s)
-        rc = vram__fail(VRAM_EHOSTMEM, "out of host memory for %zu streams' statistics", cap);
-    size_t got = 0;
-    if (!rc)
-        rc = vram_fleet_streams(ctx, s, cap, &got);
-    if (rc) {
-        free(s);
-        return rc;
-    }
-    *out = s;
-    *n = got < cap ? got : cap;
-    return 0;
+    return vram__stats_copy(fleet_streams, ctx, out, n);
 }
 
 static int fleet_stats(void *ctx, const char *id, vram_stream_stats *out)

@@ -252,6 +252,10 @@ void vram__stream_stats_locked(vram_service *svc, vram__stream *st, vram_stream_
 const char *vram__stream_state_name(vram_stream_state s);
 /* Every stream's statistics in a calloc'd array (*out, *n of them; free it). */
 int vram__streams_copy(vram_service *svc, vram_stream_stats **out, size_t *n);
+/* The same over any lister (a fleet's): count, then copy into an
+ * allocation with room for a few more. */
+typedef int (*vram__streams_fn)(void *ctx, vram_stream_stats *out, size_t cap, size_t *n);
+int vram__stats_copy(vram__streams_fn list, void *ctx, vram_stream_stats **out, size_t *n);
 void vram__stream_stats_json(struct vram__json *j, const char *key, const vram_stream_stats *s);
 
 #endif

@@ -123,23 +123,38 @@ int vram_service_stream_stats(vram_service *svc, const char *id, vram_stream_sta
     return vram__fail(VRAM_EINVAL, "no stream \"%s\"", id);
 }
 
-int vram__streams_copy(vram_service *svc, vram_stream_stats **out, size_t *n)
+int vram__stats_copy(vram__streams_fn list, void *ctx, vram_stream_stats **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
     /* Streams come and go between the count and the copy: take what fits,
      * a few more than counted. */
     size_t want = 0;
-    vram_service_streams(svc, NULL, 0, &want);
+    int rc = list(ctx, NULL, 0, &want);
     size_t cap = want + 8;
-    vram_stream_stats *s = calloc(cap, sizeof *s);
-    if (!s)
-        return vram__fail(VRAM_EHOSTMEM, "out of host memory for %zu streams' statistics", cap);
+    vram_stream_stats *s = rc ? NULL : calloc(cap, sizeof *s);
+    if (!rc && !s)
+        rc = vram__fail(VRAM_EHOSTMEM, "out of host memory for %zu streams' statistics", cap);
     size_t got = 0;
-    vram_service_streams(svc, s, cap, &got);
+    if (!rc)
+        rc = list(ctx, s, cap, &got);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     *out = s;
     *n = got < cap ? got : cap;
     return 0;
+}
+
+static int service_streams(void *svc, vram_stream_stats *out, size_t cap, size_t *n)
+{
+    return vram_service_streams(svc, out, cap, n);
+}
+
+int vram__streams_copy(vram_service *svc, vram_stream_stats **out, size_t *n)
+{
+    return vram__stats_copy(service_streams, svc, out, n);
 }
 
 void vram__stream_stats_json(vram__json *j, const char *key, const vram_stream_stats *s)
