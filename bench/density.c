@@ -713,22 +713,8 @@ static int parse_args(int argc, char **argv, density_opts *o)
             if (parse_uint(v, 1, DENSITY_MAX_STREAMS, &o->budget_max))
                 return bad("--budget-max takes 1 .. 2048", v);
         } else if (!strcmp(a, "--gpus")) {
-            const char *p = v;
-            o->n_gpus = 0;
-            for (;;) {
-                char *end;
-                long g = strtol(p, &end, 10);
-                if (end == p || g < 0 || g > 63 || (*end && *end != ',') ||
-                    o->n_gpus == DENSITY_MAX_GPUS)
-                    return bad("--gpus takes a list of CUDA ordinals such as 0,1 (at most 16)", v);
-                for (size_t k = 0; k < o->n_gpus; k++)
-                    if (o->gpus[k] == (int)g)
-                        return bad("--gpus names a GPU twice", v);
-                o->gpus[o->n_gpus++] = (int)g;
-                if (!*end)
-                    break;
-                p = end + 1;
-            }
+            if (tool_parse_gpus(v, 63, o->gpus, DENSITY_MAX_GPUS, &o->n_gpus))
+                return bad("--gpus", vram_last_error());
         } else if (!strcmp(a, "--device")) {
             if (parse_uint(v, 0, 63, &u))
                 return bad("--device takes a CUDA ordinal", v);

@@ -82,3 +82,25 @@ int tool_emit_json(cJSON *root, vram_write_fn write, void *ctx)
     cJSON_free(text);
     return rc;
 }
+
+int tool_parse_gpus(const char *list, int max_index, int *gpus, size_t cap, size_t *n)
+{
+    *n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g > max_index || (*end && *end != ','))
+            return vram_set_error(VRAM_EINVAL, "\"%s\" is not a list of device indices "
+                                  "(0..%d) such as 0,1", list, max_index);
+        if (*n == cap)
+            return vram_set_error(VRAM_EINVAL, "more than %zu GPUs in \"%s\"", cap, list);
+        for (size_t i = 0; i < *n; i++)
+            if (gpus[i] == (int)g)
+                return vram_set_error(VRAM_EINVAL, "GPU %ld is named twice in \"%s\"", g, list);
+        gpus[(*n)++] = (int)g;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}

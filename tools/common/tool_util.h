@@ -37,6 +37,10 @@ typedef struct tool_saved_error {
 void tool_error_save(tool_saved_error *s);
 int tool_error_restore(const tool_saved_error *s, int code);
 
+/* A list of device indices "0,1,3" (each 0..max_index, each once, at most
+ * cap) into gpus and *n: 0, or VRAM_EINVAL with the sentence. */
+int tool_parse_gpus(const char *list, int max_index, int *gpus, size_t cap, size_t *n);
+
 /* Print `root` unformatted plus a newline through `write`, then delete it.
  * NULL (building the tree ran out of memory) gives VRAM_EHOSTMEM. */
 int tool_emit_json(cJSON *root, vram_write_fn write, void *ctx);

@@ -117,21 +117,7 @@ int run_target_parse_gpus(const char *v, int *gpus, size_t cap, size_t *n)
             gpus[(*n)++] = i;
         return 0;
     }
-    const char *p = v;
-    for (;;) {
-        char *end;
-        long g = strtol(p, &end, 10);
-        if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
-            return cli_usage_error("run", "--gpus: \"%s\" is not a list of device indices "
-                                          "(0..1023) such as 0,1 or all", v);
-        if (*n == cap)
-            return cli_usage_error("run", "--gpus: more than %zu GPUs in \"%s\"", cap, v);
-        for (size_t i = 0; i < *n; i++)
-            if (gpus[i] == (int)g)
-                return cli_usage_error("run", "--gpus: GPU %ld is named twice in \"%s\"", g, v);
-        gpus[(*n)++] = (int)g;
-        if (!*end)
-            return 0;
-        p = end + 1;
-    }
+    if (tool_parse_gpus(v, 1023, gpus, cap, n))
+        return cli_usage_error("run", "--gpus: %s (a list, or all)", vram_last_error());
+    return 0;
 }
