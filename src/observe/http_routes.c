@@ -280,9 +280,19 @@ int vram_metrics_unroute(vram_metrics *m, uint32_t id)
     return remove_hook(m, id, ROUTES, "vram_metrics_unroute");
 }
 
-/* Add e (its function and ctx set) to the end of the table of `kind`. */
-static int add_listed(vram_metrics *m, int kind, hook *e, uint32_t *id)
+/* Add a copy of `tmpl` (its function and ctx set) to the end of the table
+ * of `kind`; `fn` names the caller in the sentence. */
+static int add_listed(vram_metrics *m, int kind, const hook *tmpl, int has_fn, uint32_t *id,
+                      const char *fn)
 {
+    if (id)
+        *id = 0;
+    if (!m || !has_fn || !id)
+        return vram__fail(VRAM_EINVAL, "%s: server, fn and id are required", fn);
+    hook *e = vram__calloc(1, sizeof *e);
+    if (!e)
+        return VRAM_EHOSTMEM;
+    *e = *tmpl;
     vram__http_hooks *h = vram__metrics_hooks(m);
     size_t *n, max;
     hook **table = table_of(h, kind, &n, &max);
@@ -304,30 +314,14 @@ static int add_listed(vram_metrics *m, int kind, hook *e, uint32_t *id)
 int vram_metrics_add_families(vram_metrics *m, vram_metrics_families_fn fn, void *ctx,
                               uint32_t *id)
 {
-    if (id)
-        *id = 0;
-    if (!m || !fn || !id)
-        return vram__fail(VRAM_EINVAL, "vram_metrics_add_families: server, fn and id are required");
-    hook *e = vram__calloc(1, sizeof *e);
-    if (!e)
-        return VRAM_EHOSTMEM;
-    e->families = fn;
-    e->ctx = ctx;
-    return add_listed(m, FAMILIES, e, id);
+    hook t = {.families = fn, .ctx = ctx};
+    return add_listed(m, FAMILIES, &t, fn != NULL, id, "vram_metrics_add_families");
 }
 
 int vram_metrics_add_health(vram_metrics *m, vram_metrics_health_fn fn, void *ctx, uint32_t *id)
 {
-    if (id)
-        *id = 0;
-    if (!m || !fn || !id)
-        return vram__fail(VRAM_EINVAL, "vram_metrics_add_health: server, fn and id are required");
-    hook *e = vram__calloc(1, sizeof *e);
-    if (!e)
-        return VRAM_EHOSTMEM;
-    e->health = fn;
-    e->ctx = ctx;
-    return add_listed(m, HEALTH, e, id);
+    hook t = {.health = fn, .ctx = ctx};
+    return add_listed(m, HEALTH, &t, fn != NULL, id, "vram_metrics_add_health");
 }
 
 int vram_metrics_remove_health(vram_metrics *m, uint32_t id)
